@@ -1,0 +1,6 @@
+//! tern-bgp: the BGP-4 protocol core of tern.
+//!
+//! [`wire`] is the codec: the only place that knows byte layouts. No sockets, files or
+//! netlink live in this crate.
+
+pub mod wire;

@@ -1,0 +1,1 @@
+//! tern-config: configuration.

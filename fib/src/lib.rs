@@ -1,0 +1,1 @@
+//! tern-fib: the kernel FIB.

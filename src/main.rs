@@ -1,0 +1,2 @@
+//! The `tern` binary.
+fn main() {}
