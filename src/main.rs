@@ -1,2 +1,213 @@
-//! The `tern` binary.
-fn main() {}
+//! The `tern` command line. Today: `tern decode`; the daemon (`tern run`) and the
+//! control-socket commands (`status`, `peers`, `routes`, `fib`, `diagnose`, `health`)
+//! follow DESIGN.md as they are built.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use clap::{Parser, Subcommand, ValueEnum};
+use tern::capture::{self, Flow};
+use tern::decode::{self, Input, Overrides};
+
+#[derive(Parser)]
+#[command(
+    name = "tern",
+    version,
+    about = "BGP routing daemon for Kubernetes nodes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print BGP messages from a capture (pcap/pcapng), hex text or a raw byte stream.
+    Decode(DecodeArgs),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Detect: pcap/pcapng by magic number, hex if the input is hex text, else raw.
+    Auto,
+    /// A pcap or pcapng capture.
+    Pcap,
+    /// Hex text (whitespace, ':' and 0x are ignored).
+    Hex,
+    /// Concatenated BGP messages as bytes.
+    Raw,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    /// For people.
+    Text,
+    /// For scripts: {"messages": [...], "warnings": [...]}.
+    Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AddPath {
+    None,
+    Ipv4,
+    Ipv6,
+    Both,
+}
+
+#[derive(clap::Args)]
+struct DecodeArgs {
+    /// Input file; `-` or nothing reads standard input.
+    file: Option<String>,
+    /// Input format.
+    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    format: Format,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// Decode AS numbers as 2 octets (default: learnt from OPENs, else 4 octets).
+    #[arg(long, conflicts_with = "four_octet_as")]
+    two_octet_as: bool,
+    /// Decode AS numbers as 4 octets.
+    #[arg(long)]
+    four_octet_as: bool,
+    /// NLRI carry ADD-PATH identifiers (default: learnt from OPENs, else none).
+    #[arg(long, value_enum)]
+    add_path: Option<AddPath>,
+    /// Longest prefix list printed in text output.
+    #[arg(long, default_value_t = 20)]
+    max_prefixes: usize,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Decode(a) => run_decode(a),
+    }
+}
+
+fn run_decode(a: DecodeArgs) -> ExitCode {
+    let name = a.file.clone().unwrap_or_else(|| "-".into());
+    let data = match read_input(&name) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("tern decode: cannot read {name}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let format = match a.format {
+        Format::Auto if capture::looks_like_pcap(&data) => Format::Pcap,
+        Format::Auto if is_hex_text(&data) => Format::Hex,
+        Format::Auto => Format::Raw,
+        f => f,
+    };
+    let warnings: Vec<String>;
+    let inputs: Vec<Input> = match format {
+        Format::Pcap => match capture::read_pcap(&data, &name) {
+            Ok(c) => {
+                warnings = c.warnings;
+                c.messages
+                    .into_iter()
+                    .map(|m| Input {
+                        flow: Some(m.flow),
+                        timestamp: Some(m.timestamp),
+                        bytes: m.bytes,
+                    })
+                    .collect()
+            }
+            Err(e) => {
+                eprintln!("tern decode: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => {
+            let bytes = if format == Format::Hex {
+                match capture::parse_hex(&String::from_utf8_lossy(&data)) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        eprintln!("tern decode: {name}: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                data
+            };
+            let (msgs, problems) = capture::split_stream(Bytes::from(bytes));
+            warnings = problems
+                .into_iter()
+                .map(|p| format!("{name}: {p}"))
+                .collect();
+            msgs.into_iter()
+                .map(|bytes| Input {
+                    flow: None::<Flow>,
+                    timestamp: None,
+                    bytes,
+                })
+                .collect()
+        }
+    };
+    let overrides = Overrides {
+        four_octet_as: if a.two_octet_as {
+            Some(false)
+        } else {
+            a.four_octet_as.then_some(true)
+        },
+        add_path: a.add_path.map(|p| match p {
+            AddPath::None => (false, false),
+            AddPath::Ipv4 => (true, false),
+            AddPath::Ipv6 => (false, true),
+            AddPath::Both => (true, true),
+        }),
+        extended_message: None,
+    };
+    let decoded = decode::decode_all(inputs, overrides);
+    let failed = decoded.iter().filter(|d| d.error.is_some()).count();
+    match a.output {
+        Output::Json => {
+            let doc = serde_json::json!({ "messages": decoded, "warnings": warnings });
+            match serde_json::to_string_pretty(&doc) {
+                Ok(s) => println!("{s}"),
+                Err(e) => {
+                    eprintln!("tern decode: cannot write JSON: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        Output::Text => {
+            for d in &decoded {
+                println!("{}", decode::render_text(d, a.max_prefixes));
+            }
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            eprintln!("{} messages, {} malformed", decoded.len(), failed);
+        }
+    }
+    if decoded.is_empty() && !warnings.is_empty() {
+        return ExitCode::from(2);
+    }
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn read_input(name: &str) -> std::io::Result<Vec<u8>> {
+    if name == "-" {
+        let mut v = Vec::new();
+        std::io::stdin().read_to_end(&mut v)?;
+        Ok(v)
+    } else {
+        std::fs::read(name)
+    }
+}
+
+fn is_hex_text(data: &[u8]) -> bool {
+    !data.is_empty()
+        && data.iter().all(|b| {
+            b.is_ascii_hexdigit()
+                || b.is_ascii_whitespace()
+                || matches!(b, b':' | b',' | b'x' | b'X')
+        })
+}

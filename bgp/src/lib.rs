@@ -4,3 +4,6 @@
 //! netlink live in this crate.
 
 pub mod wire;
+
+#[doc(hidden)]
+pub mod fuzzing;

@@ -120,6 +120,9 @@ pub struct RouteRefresh {
 }
 
 /// One BGP message.
+// Messages are transient (decoded, consumed, dropped); boxing the UPDATE would cost an
+// allocation per UPDATE on the hot path to save stack space nobody holds on to.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "SCREAMING-KEBAB-CASE")]
 pub enum Message {

@@ -1,0 +1,5 @@
+//! The `tern` package: the daemon and CLI binary, and what it shares with the
+//! end-to-end tests (capture reading, message rendering).
+
+pub mod capture;
+pub mod decode;
