@@ -48,6 +48,9 @@ pub struct Decoded {
     pub error: Option<ErrorReport>,
     /// Raw bytes, hex.
     pub hex: String,
+    /// The session options it was decoded with.
+    #[serde(skip)]
+    pub options: CodecOptions,
 }
 
 /// A message that failed to decode.
@@ -120,6 +123,7 @@ pub fn decode_all(inputs: Vec<Input>, overrides: Overrides) -> Vec<Decoded> {
             message,
             error,
             hex: tern_bgp::wire::hex(&input.bytes),
+            options: opts,
         });
     }
     out

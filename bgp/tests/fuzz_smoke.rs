@@ -36,7 +36,7 @@ fn seeds_and_their_mutations_keep_the_invariants() {
     let mutations: usize = std::env::var("TERN_FUZZ_SMOKE_MUTATIONS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
+        .unwrap_or(10_000);
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     for seed in &seeds {
         tern_bgp::fuzzing::check_decode(seed);
