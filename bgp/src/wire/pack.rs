@@ -45,7 +45,7 @@ pub fn announcements(
             let fixed = HEADER_LEN + 4 + ab.len();
             let mut rest = nlri;
             while !rest.is_empty() {
-                let mut m = BytesMut::with_capacity(max.min(4096));
+                let mut m = BytesMut::with_capacity(capacity(fixed, rest, add_path, max));
                 begin_message(&mut m, message_type::UPDATE);
                 m.put_u16(0);
                 m.put_u16(ab.len() as u16);
@@ -72,7 +72,7 @@ pub fn announcements(
             let fixed = HEADER_LEN + 4 + 4 + reach.header_len() + ab.len();
             let mut rest = nlri;
             while !rest.is_empty() {
-                let mut m = BytesMut::with_capacity(max.min(4096));
+                let mut m = BytesMut::with_capacity(capacity(fixed, rest, add_path, max));
                 begin_message(&mut m, message_type::UPDATE);
                 m.put_u16(0);
                 let apos = m.len();
@@ -113,7 +113,7 @@ pub fn withdrawals(
     let add_path = opts.add_path(family.afi);
     let mut rest = nlri;
     while !rest.is_empty() {
-        let mut m = BytesMut::with_capacity(max.min(4096));
+        let mut m = BytesMut::with_capacity(capacity(HEADER_LEN + 11, rest, add_path, max));
         begin_message(&mut m, message_type::UPDATE);
         if family == Family::IPV4_UNICAST {
             m.put_u16(0);
@@ -155,6 +155,19 @@ pub fn withdrawals(
         out.push(finish_message(m, max, "UPDATE")?);
     }
     Ok(())
+}
+
+/// Bytes to reserve for a message: what the remaining prefixes need, up to the limit,
+/// so a one-prefix UPDATE does not reserve 4 KiB.
+fn capacity(fixed: usize, nlri: &[Nlri], add_path: bool, max: usize) -> usize {
+    let mut need = fixed;
+    for p in nlri {
+        if need >= max {
+            break;
+        }
+        need += p.encoded_len(add_path);
+    }
+    need.min(max)
 }
 
 /// Appends prefixes while they fit under `limit`; returns how many. Fails if not even
