@@ -287,7 +287,12 @@ impl std::fmt::Display for Capability {
             Capability::ExtendedNextHop(fams) => {
                 f.write_str("extended-next-hop")?;
                 for e in fams {
-                    write!(f, " {} via {:?}", e.family, e.next_hop_afi)?;
+                    let nh = match e.next_hop_afi {
+                        Afi::Ipv4 => "ipv4".to_string(),
+                        Afi::Ipv6 => "ipv6".to_string(),
+                        Afi::Other(c) => format!("afi{c}"),
+                    };
+                    write!(f, " {} via {nh}", e.family)?;
                 }
                 Ok(())
             }
