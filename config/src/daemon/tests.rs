@@ -1,0 +1,161 @@
+//! `tern.yaml` as people write it: the DESIGN.md example, the defaults, and each
+//! mistake with the message it must produce.
+
+use super::*;
+
+fn parse(text: &str) -> Result<(DaemonConfig, Vec<Warning>), ConfigError> {
+    DaemonConfig::parse(text, "tern.yaml")
+}
+
+fn error(text: &str) -> String {
+    match parse(text) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_design_example_parses() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/tern.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (c, w) = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(c.node, "node-a");
+    assert_eq!(
+        c.datastore,
+        Datastore::File {
+            path: "cluster.yaml".into()
+        }
+    );
+    assert_eq!(c.control_socket, PathBuf::from("/run/tern/tern.sock"));
+    assert_eq!(c.metrics, Some(SocketAddr::from(([127, 0, 0, 1], 9477))));
+    assert_eq!(
+        c.fib,
+        FibConfig {
+            enabled: true,
+            route_protocol: 201,
+            table: 254
+        }
+    );
+    assert_eq!(c.log, "info");
+}
+
+#[test]
+fn only_node_is_required() {
+    let (c, _) = parse("node: node-b\n").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.datastore,
+        Datastore::File {
+            path: "cluster.yaml".into()
+        }
+    );
+    assert_eq!(c.metrics, None, "metrics are off unless configured");
+    assert_eq!(c.fib, FibConfig::default());
+    assert_eq!(c.control_socket, default_control_socket());
+    assert_eq!(
+        error(""),
+        "tern.yaml: field `node`: missing: the name of this node's Node resource"
+    );
+}
+
+#[test]
+fn etcd_datastore() {
+    let (c, _) =
+        parse("node: n1\ndatastore:\n  type: etcdv3\n  endpoints: [\"http://127.0.0.1:2379\"]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.datastore,
+        Datastore::Etcdv3 {
+            endpoints: vec!["http://127.0.0.1:2379".into()]
+        }
+    );
+    assert!(error("node: n1\ndatastore: {type: etcdv3}\n")
+        .contains("`datastore.endpoints`: etcdv3 needs at least one endpoint"));
+    assert!(
+        error("node: n1\ndatastore: {type: etcdv3, endpoints: [127.0.0.1:2379]}\n")
+            .contains("not an http:// or https:// URL")
+    );
+    assert!(error("node: n1\ndatastore: {type: consul}\n")
+        .contains("\"consul\" is not a datastore; use file or etcdv3"));
+}
+
+#[test]
+fn mistakes_name_the_field_and_what_is_allowed() {
+    let cases = [
+        (
+            "node: Node_A\n",
+            "field `node`: \"Node_A\" is not a Kubernetes node name",
+        ),
+        (
+            "node: n1\nfib: {route_protocol: 2}\n",
+            "field `fib.route_protocol`: 2 is not usable: 0-4 are the kernel's own",
+        ),
+        (
+            "node: n1\nfib: {route_protocol: 300}\n",
+            "use 5-255 (default 201)",
+        ),
+        (
+            "node: n1\nfib: {table: 0}\n",
+            "field `fib.table`: 0 is not a routing table",
+        ),
+        (
+            "node: n1\nmetrics: localhost\n",
+            "field `metrics`: \"localhost\" is not an address:port",
+        ),
+        (
+            "node: n1\nlog: loud\n",
+            "field `log`: \"loud\" is not a level",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = error(text);
+        assert!(e.contains(want), "{text:?}: got {e:?}");
+    }
+}
+
+#[test]
+fn a_typo_is_an_error_with_its_line() {
+    let e = parse("node: n1\nfib:\n  enabled: true\n  route_protcol: 201\n").err();
+    let e = e.unwrap_or_else(|| panic!("typo accepted"));
+    assert_eq!(e.line, Some(4), "{e}");
+    assert!(e.reason.contains("route_protcol"), "{e}");
+    assert_eq!(e.to_string(), "tern.yaml:4: unknown field `route_protcol`, expected one of enabled, route_protocol, table");
+}
+
+#[test]
+fn risky_choices_warn() {
+    let (_, w) = parse("node: n1\nmetrics: 0.0.0.0:9477\nfib: {route_protocol: 12}\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w: Vec<String> = w.iter().map(|w| w.to_string()).collect();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].contains("`metrics`: 0.0.0.0:9477 is reachable from other hosts"),
+        "{w:?}"
+    );
+    assert!(w[1].contains("12 is the protocol number of bird"), "{w:?}");
+    let (_, w) = parse("node: n1\nlog: tern=debug,info\n").unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.is_empty());
+}
+
+#[test]
+fn load_resolves_the_datastore_next_to_the_file() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("tern.yaml");
+    std::fs::write(
+        &path,
+        "node: n1\ndatastore: {type: file, path: state/cluster.yaml}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (c, _) = DaemonConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.datastore,
+        Datastore::File {
+            path: dir.path().join("state/cluster.yaml")
+        }
+    );
+    let e = DaemonConfig::load(&dir.path().join("missing.yaml"))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("missing.yaml: cannot read"), "{e}");
+}
