@@ -1,0 +1,162 @@
+//! Reconcile: the changes that turn the kernel's tern routes into the wanted ones.
+//!
+//! Pure: wanted routes and the kernel's routes carrying tern's protocol in, a plan out.
+//! Identical routes are adopted (no change, so a restart does not churn the FIB);
+//! different ones are replaced in place; routes no longer wanted are deleted only once
+//! the caller says the graceful-restart period is over — until then they stay and
+//! keep forwarding. Routes of other protocols never reach this function.
+
+use std::collections::BTreeMap;
+
+use ipnet::IpNet;
+
+use crate::{Route, RouteChange, RouteKind};
+
+/// What reconcile decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Changes to apply, ordered by table then prefix.
+    pub changes: Vec<RouteChange>,
+    /// Kernel routes already as wanted.
+    pub adopted: usize,
+    /// Kernel routes not wanted but kept because graceful restart is still running.
+    pub kept_stale: Vec<IpNet>,
+}
+
+/// Compares two routes as the kernel would forward: ECMP next hops in any order.
+fn same(a: &Route, b: &Route) -> bool {
+    if a.metric != b.metric {
+        return false;
+    }
+    match (&a.kind, &b.kind) {
+        (RouteKind::Unicast(x), RouteKind::Unicast(y)) => {
+            let mut x = x.clone();
+            let mut y = y.clone();
+            let key = |h: &crate::NextHop| (h.gateway, h.interface, h.onlink, h.weight);
+            x.sort_by_key(key);
+            y.sort_by_key(key);
+            x == y
+        }
+        (k, l) => k == l,
+    }
+}
+
+/// Plans the changes from `kernel` (tern's routes as found) to `wanted`.
+/// `remove_unwanted` is false while graceful restart is in progress.
+pub fn reconcile(wanted: &[Route], kernel: &[Route], remove_unwanted: bool) -> Plan {
+    let have: BTreeMap<(u32, IpNet), &Route> =
+        kernel.iter().map(|r| ((r.table, r.prefix), r)).collect();
+    let want: BTreeMap<(u32, IpNet), &Route> =
+        wanted.iter().map(|r| ((r.table, r.prefix), r)).collect();
+    let mut plan = Plan::default();
+    let mut changes: BTreeMap<(u32, IpNet), RouteChange> = BTreeMap::new();
+    for (key, w) in &want {
+        match have.get(key) {
+            Some(h) if same(w, h) => plan.adopted += 1,
+            Some(_) => {
+                changes.insert(*key, RouteChange::Replace((*w).clone()));
+            }
+            None => {
+                changes.insert(*key, RouteChange::Add((*w).clone()));
+            }
+        }
+    }
+    for key in have.keys().filter(|k| !want.contains_key(k)) {
+        if remove_unwanted {
+            changes.insert(
+                *key,
+                RouteChange::Delete {
+                    prefix: key.1,
+                    table: key.0,
+                },
+            );
+        } else {
+            plan.kept_stale.push(key.1);
+        }
+    }
+    plan.changes = changes.into_values().collect();
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NextHop;
+
+    fn r(prefix: &str, gws: &[&str]) -> Route {
+        let kind = if gws.is_empty() {
+            RouteKind::Blackhole
+        } else {
+            RouteKind::Unicast(
+                gws.iter()
+                    .filter_map(|g| g.parse().ok())
+                    .map(NextHop::via)
+                    .collect(),
+            )
+        };
+        Route {
+            prefix: prefix.parse().unwrap_or_else(|e| panic!("{prefix}: {e}")),
+            kind,
+            metric: 0,
+            table: 254,
+        }
+    }
+
+    #[test]
+    fn a_restart_with_the_same_routes_changes_nothing() {
+        let routes = vec![
+            r("198.18.1.0/26", &["198.51.100.2"]),
+            r("198.18.0.0/26", &[]),
+        ];
+        let plan = reconcile(&routes, &routes, true);
+        assert_eq!(
+            plan,
+            Plan {
+                changes: vec![],
+                adopted: 2,
+                kept_stale: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn ecmp_order_does_not_matter() {
+        let a = r("198.18.1.0/26", &["198.51.100.2", "198.51.100.3"]);
+        let b = r("198.18.1.0/26", &["198.51.100.3", "198.51.100.2"]);
+        assert!(reconcile(&[a], &[b], true).changes.is_empty());
+    }
+
+    #[test]
+    fn new_changed_and_unwanted_routes() {
+        let kernel = vec![
+            r("198.18.1.0/26", &["198.51.100.2"]),
+            r("198.18.9.0/26", &["198.51.100.2"]),
+        ];
+        let wanted = vec![
+            r("198.18.1.0/26", &["198.51.100.3"]),
+            r("198.18.2.0/26", &["198.51.100.2"]),
+        ];
+        let plan = reconcile(&wanted, &kernel, false);
+        assert_eq!(
+            plan.changes,
+            vec![
+                RouteChange::Replace(wanted[0].clone()),
+                RouteChange::Add(wanted[1].clone())
+            ]
+        );
+        assert_eq!(
+            plan.kept_stale,
+            vec![kernel[1].prefix],
+            "kept during graceful restart"
+        );
+        let plan = reconcile(&wanted, &kernel, true);
+        assert_eq!(
+            plan.changes.last(),
+            Some(&RouteChange::Delete {
+                prefix: kernel[1].prefix,
+                table: 254
+            })
+        );
+        assert!(plan.kept_stale.is_empty());
+    }
+}
