@@ -150,10 +150,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &o,
             &mut msgs,
         )?;
-        for m in msgs {
+        for (i, m) in msgs.into_iter().enumerate() {
             let mut s = vec![sel];
             s.extend_from_slice(&m);
-            seeds.push((format!("synthetic-{sel:02}-{}", seeds.len()), s));
+            seeds.push((format!("synthetic-{sel:02}-{i}"), s));
         }
     }
     let o = CodecOptions::modern();
