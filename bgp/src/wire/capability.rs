@@ -298,7 +298,12 @@ impl std::fmt::Display for Capability {
             }
             Capability::Fqdn { hostname, domain } => write!(f, "fqdn {hostname:?} {domain:?}"),
             Capability::Unknown { code, data } => {
-                write!(f, "capability {code} 0x{}", super::hex(data))
+                let name = match *code {
+                    cc::LONG_LIVED_GRACEFUL_RESTART => "long-lived-graceful-restart",
+                    128 => "route-refresh-cisco",
+                    _ => "code",
+                };
+                write!(f, "{name} ({code}) 0x{}", super::hex(data))
             }
         }
     }
