@@ -100,9 +100,11 @@ impl MemoryFib {
                 (_, Some(gw)) if !h.onlink => {
                     let on = connected_subnet_for(&subnets, gw);
                     match (on, h.interface) {
-                        (None, _) => return Err(format!(
+                        (None, _) => {
+                            return Err(format!(
                             "Network is unreachable (gateway {gw} is not on a connected subnet)"
-                        )),
+                        ))
+                        }
                         (Some(s), Some(i)) if s.interface != i => {
                             return Err(format!(
                                 "Network is unreachable (gateway {gw} is not on interface {i})"
