@@ -3,6 +3,7 @@
 //! [`wire`] is the codec: the only place that knows byte layouts. No sockets, files or
 //! netlink live in this crate.
 
+pub mod fsm;
 pub mod wire;
 
 #[doc(hidden)]

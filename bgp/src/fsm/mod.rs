@@ -1,0 +1,594 @@
+//! `bgp::fsm`: the RFC 4271 §8 session state machine of one connection to one peer,
+//! sans-IO. Events go in (with the time, which the machine never reads itself),
+//! actions come out: connect, send these bytes, arm that timer, the session is up,
+//! these routes arrived, the session went down and why. The tokio driver
+//! (`bgp::session`, next) is a thin loop that performs the actions and feeds back the
+//! events, so every transition here is tested with no socket and no sleep.
+//!
+//! Covered: Idle/Connect/Active/OpenSent/OpenConfirm/Established; passive peers;
+//! DelayOpen; per-peer hold, keepalive and connect-retry times; idle hold with
+//! exponential back-off for flapping peers (DampPeerOscillations); the send hold timer
+//! (RFC 9687) for a peer that stops reading; capability negotiation ([`negotiate`]);
+//! the NOTIFICATION of every error path, including RFC 9003 shutdown text.
+//! Not yet: connection collision between two simultaneous connections, which needs a
+//! second connection in the driver (issue 3).
+
+pub mod negotiate;
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use serde::Serialize;
+
+pub use negotiate::{negotiate, Negotiated};
+
+use crate::wire::notification::{cease_subcode, code, open_subcode};
+use crate::wire::{
+    frame_len, Capability, CodecOptions, Message, Notification, Open, RouteRefresh, Update,
+    MAX_MESSAGE_LEN,
+};
+
+/// RFC 4271 §8.2.2 suggests a large hold time until the peer's OPEN arrives.
+pub const OPEN_HOLD_TIME: Duration = Duration::from_secs(240);
+
+/// Session states (RFC 4271 §8.2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum State {
+    /// Not trying.
+    Idle,
+    /// Connecting out.
+    Connect,
+    /// Waiting for the peer to connect in.
+    Active,
+    /// OPEN sent, waiting for the peer's.
+    OpenSent,
+    /// OPENs exchanged, waiting for the first KEEPALIVE.
+    OpenConfirm,
+    /// Up: routes flow.
+    Established,
+}
+
+/// The timers the machine asks the driver to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Timer {
+    /// ConnectRetryTimer.
+    ConnectRetry,
+    /// HoldTimer.
+    Hold,
+    /// KeepaliveTimer.
+    Keepalive,
+    /// DelayOpenTimer.
+    DelayOpen,
+    /// IdleHoldTimer (restart back-off).
+    IdleHold,
+    /// SendHoldTimer (RFC 9687).
+    SendHold,
+}
+
+/// Inputs. Above each, the RFC 4271 §8.1 event(s) it stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// ManualStart / ManualStart_with_PassiveTcpEstablishment (by configuration).
+    ManualStart,
+    /// ManualStop, with an optional RFC 9003 shutdown message.
+    ManualStop(Option<String>),
+    /// Tcp_CR_Acked / TcpConnectionConfirmed: a connection is up (either direction).
+    TcpConnected,
+    /// TcpConnectionFails.
+    TcpFailed,
+    /// Bytes read from the connection (BGPOpen, KeepAliveMsg, UpdateMsg,
+    /// NotifMsg, RouteRefresh and their error variants come out of these).
+    Received(Bytes),
+    /// ConnectRetryTimer_Expires, HoldTimer_Expires, KeepaliveTimer_Expires,
+    /// DelayOpenTimer_Expires, IdleHoldTimer_Expires, SendHoldTimer_Expires.
+    TimerExpired(Timer),
+    /// The RIB has UPDATEs for the peer (already encoded with [`Negotiated::tx`]).
+    SendUpdates(Vec<Bytes>),
+    /// The socket would not take more bytes: the peer is not reading.
+    SendBlocked,
+    /// The socket took bytes again.
+    SendProgress,
+}
+
+/// Why a session went down.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "detail")]
+pub enum DownReason {
+    /// Stopped by configuration or by the operator.
+    Stopped,
+    /// The peer sent this NOTIFICATION.
+    NotificationReceived(String),
+    /// We sent this NOTIFICATION.
+    NotificationSent(String),
+    /// The TCP connection failed or closed.
+    ConnectionLost,
+    /// The peer stopped reading (RFC 9687).
+    SendHoldTimerExpired,
+}
+
+impl std::fmt::Display for DownReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DownReason::Stopped => f.write_str("stopped"),
+            DownReason::NotificationReceived(n) => write!(f, "peer sent NOTIFICATION {n}"),
+            DownReason::NotificationSent(n) => write!(f, "sent NOTIFICATION {n}"),
+            DownReason::ConnectionLost => f.write_str("connection lost"),
+            DownReason::SendHoldTimerExpired => {
+                f.write_str("peer stopped reading (send hold timer expired)")
+            }
+        }
+    }
+}
+
+/// Outputs, to be carried out in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Open a TCP connection to the peer.
+    Connect,
+    /// Close the connection (after sending what was queued before).
+    Disconnect,
+    /// Write these bytes.
+    Send(Bytes),
+    /// (Re)start a timer.
+    StartTimer(Timer, Duration),
+    /// Stop a timer.
+    StopTimer(Timer),
+    /// The state changed.
+    StateChanged {
+        /// Old state.
+        from: State,
+        /// New state.
+        to: State,
+    },
+    /// The session reached Established.
+    Up(Box<Negotiated>),
+    /// The session left Established (or never got there) for this reason.
+    Down(DownReason),
+    /// An UPDATE arrived (RFC 7606 findings are inside it).
+    Update(Box<Update>),
+    /// The peer asked for our routes again, or marks a refresh's start or end.
+    RouteRefresh(RouteRefresh),
+}
+
+/// Per-peer settings the machine needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Our AS (as sent to this peer).
+    pub local_as: u32,
+    /// The peer's AS; an OPEN from another AS is refused (Bad Peer AS).
+    pub peer_as: u32,
+    /// Our BGP identifier.
+    pub router_id: Ipv4Addr,
+    /// Proposed hold time in seconds (0 or at least 3).
+    pub hold_time: u16,
+    /// Keepalive interval in seconds; `None` is a third of the negotiated hold time.
+    pub keepalive: Option<u16>,
+    /// Time between connection attempts.
+    pub connect_retry: Duration,
+    /// Never connect out; wait for the peer.
+    pub passive: bool,
+    /// Wait this long after the connection is up before sending OPEN (DelayOpen).
+    pub delay_open: Option<Duration>,
+    /// First restart delay after a failure; doubled per consecutive failure.
+    pub idle_hold: Duration,
+    /// Largest restart delay.
+    pub idle_hold_max: Duration,
+    /// Capabilities to send (the 4-octet AS capability is always added).
+    pub capabilities: Vec<Capability>,
+}
+
+impl SessionConfig {
+    /// RFC 9687 §4: the send hold time is the larger of 8 minutes and twice the hold time.
+    pub fn send_hold(&self) -> Duration {
+        Duration::from_secs(480).max(Duration::from_secs(2 * u64::from(self.hold_time)))
+    }
+}
+
+/// One connection's state machine.
+#[derive(Debug)]
+pub struct Session {
+    cfg: SessionConfig,
+    state: State,
+    buf: BytesMut,
+    local_open: Option<Open>,
+    negotiated: Option<Negotiated>,
+    established_at: Option<Instant>,
+    next_idle_hold: Duration,
+    send_blocked: bool,
+    stopped: bool,
+}
+
+/// A session that stayed up this long is not flapping: back-off starts over.
+const STABLE: Duration = Duration::from_secs(60);
+
+impl Session {
+    /// A session in Idle.
+    pub fn new(cfg: SessionConfig) -> Session {
+        let next_idle_hold = cfg.idle_hold;
+        Session {
+            cfg,
+            state: State::Idle,
+            buf: BytesMut::new(),
+            local_open: None,
+            negotiated: None,
+            established_at: None,
+            next_idle_hold,
+            send_blocked: false,
+            stopped: true,
+        }
+    }
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// What was negotiated, once Established.
+    pub fn negotiated(&self) -> Option<&Negotiated> {
+        self.negotiated.as_ref()
+    }
+
+    /// When the session reached Established.
+    pub fn established_at(&self) -> Option<Instant> {
+        self.established_at
+    }
+
+    /// Feeds one event; returns what to do.
+    pub fn handle(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        let mut out = Vec::new();
+        match event {
+            Event::ManualStart => {
+                self.stopped = false;
+                self.next_idle_hold = self.cfg.idle_hold;
+                if self.state == State::Idle {
+                    out.push(Action::StopTimer(Timer::IdleHold));
+                    self.start(&mut out);
+                }
+            }
+            Event::ManualStop(text) => {
+                self.stopped = true;
+                if matches!(
+                    self.state,
+                    State::OpenSent | State::OpenConfirm | State::Established
+                ) {
+                    let n = match text {
+                        Some(t) => Notification::shutdown(&t),
+                        None => Notification {
+                            code: code::CEASE,
+                            subcode: cease_subcode::ADMINISTRATIVE_SHUTDOWN,
+                            data: Bytes::new(),
+                        },
+                    };
+                    self.send_notification(&mut out, &n);
+                }
+                self.go_idle(&mut out, DownReason::Stopped, now);
+            }
+            Event::TimerExpired(Timer::IdleHold) if self.state == State::Idle && !self.stopped => {
+                self.start(&mut out)
+            }
+            Event::TimerExpired(Timer::ConnectRetry) => match self.state {
+                State::Connect | State::Active if !self.cfg.passive => {
+                    out.push(Action::Disconnect);
+                    out.push(Action::Connect);
+                    out.push(Action::StartTimer(
+                        Timer::ConnectRetry,
+                        self.cfg.connect_retry,
+                    ));
+                    self.set(&mut out, State::Connect);
+                }
+                State::Active => out.push(Action::StartTimer(
+                    Timer::ConnectRetry,
+                    self.cfg.connect_retry,
+                )),
+                _ => {}
+            },
+            Event::TcpConnected if matches!(self.state, State::Connect | State::Active) => {
+                out.push(Action::StopTimer(Timer::ConnectRetry));
+                match self.cfg.delay_open {
+                    Some(d) => out.push(Action::StartTimer(Timer::DelayOpen, d)),
+                    None => self.send_open(&mut out, State::OpenSent),
+                }
+            }
+            Event::TimerExpired(Timer::DelayOpen)
+                if matches!(self.state, State::Connect | State::Active) =>
+            {
+                self.send_open(&mut out, State::OpenSent)
+            }
+            Event::TcpFailed => match self.state {
+                State::Connect | State::Active => {
+                    out.push(Action::StopTimer(Timer::DelayOpen));
+                    out.push(Action::StartTimer(
+                        Timer::ConnectRetry,
+                        self.cfg.connect_retry,
+                    ));
+                    self.set(&mut out, State::Active);
+                }
+                State::Idle => {}
+                _ => self.go_idle(&mut out, DownReason::ConnectionLost, now),
+            },
+            Event::Received(bytes) => self.receive(&mut out, bytes, now),
+            Event::TimerExpired(Timer::Hold)
+                if matches!(
+                    self.state,
+                    State::OpenSent | State::OpenConfirm | State::Established
+                ) =>
+            {
+                let n = Notification {
+                    code: code::HOLD_TIMER_EXPIRED,
+                    subcode: 0,
+                    data: Bytes::new(),
+                };
+                self.fail(&mut out, &n, now);
+            }
+            Event::TimerExpired(Timer::Keepalive)
+                if matches!(self.state, State::OpenConfirm | State::Established) =>
+            {
+                self.send_keepalive(&mut out);
+            }
+            Event::TimerExpired(Timer::SendHold)
+                if self.send_blocked && self.state != State::Idle =>
+            {
+                // RFC 9687 §4: try to tell the peer, then close without waiting for it.
+                let n = Notification {
+                    code: code::SEND_HOLD_TIMER_EXPIRED,
+                    subcode: 0,
+                    data: Bytes::new(),
+                };
+                if let Ok(b) = Message::Notification(n).encode(&self.tx()) {
+                    out.push(Action::Send(b));
+                }
+                self.go_idle(&mut out, DownReason::SendHoldTimerExpired, now);
+            }
+            Event::SendUpdates(updates) if self.state == State::Established => {
+                out.extend(updates.into_iter().map(Action::Send));
+                self.restart_keepalive(&mut out);
+            }
+            Event::SendBlocked if !self.send_blocked && self.state != State::Idle => {
+                self.send_blocked = true;
+                out.push(Action::StartTimer(Timer::SendHold, self.cfg.send_hold()));
+            }
+            Event::SendProgress if self.send_blocked => {
+                self.send_blocked = false;
+                out.push(Action::StopTimer(Timer::SendHold));
+            }
+            _ => {}
+        }
+        out
+    }
+
+    fn tx(&self) -> CodecOptions {
+        self.negotiated.as_ref().map(|n| n.tx).unwrap_or_default()
+    }
+
+    fn set(&mut self, out: &mut Vec<Action>, to: State) {
+        if self.state != to {
+            out.push(Action::StateChanged {
+                from: self.state,
+                to,
+            });
+            self.state = to;
+        }
+    }
+
+    fn start(&mut self, out: &mut Vec<Action>) {
+        self.buf.clear();
+        self.negotiated = None;
+        self.send_blocked = false;
+        out.push(Action::StartTimer(
+            Timer::ConnectRetry,
+            self.cfg.connect_retry,
+        ));
+        if self.cfg.passive {
+            self.set(out, State::Active);
+        } else {
+            out.push(Action::Connect);
+            self.set(out, State::Connect);
+        }
+    }
+
+    fn send_open(&mut self, out: &mut Vec<Action>, to: State) {
+        let open = Open::new(
+            self.cfg.local_as,
+            self.cfg.hold_time,
+            self.cfg.router_id,
+            self.cfg.capabilities.clone(),
+        );
+        out.push(Action::StopTimer(Timer::DelayOpen));
+        match Message::Open(open.clone()).encode(&CodecOptions::default()) {
+            Ok(b) => out.push(Action::Send(b)),
+            Err(_) => {
+                // Only possible with hundreds of capabilities: a configuration error.
+                out.push(Action::Disconnect);
+                return;
+            }
+        }
+        self.local_open = Some(open);
+        out.push(Action::StartTimer(Timer::Hold, OPEN_HOLD_TIME));
+        self.set(out, to);
+    }
+
+    fn send_keepalive(&mut self, out: &mut Vec<Action>) {
+        if let Ok(b) = Message::Keepalive.encode(&CodecOptions::default()) {
+            out.push(Action::Send(b));
+        }
+        self.restart_keepalive(out);
+    }
+
+    fn restart_keepalive(&self, out: &mut Vec<Action>) {
+        if let Some(n) = self.negotiated.as_ref().filter(|n| n.keepalive > 0) {
+            out.push(Action::StartTimer(
+                Timer::Keepalive,
+                Duration::from_secs(u64::from(n.keepalive)),
+            ));
+        }
+    }
+
+    fn restart_hold(&self, out: &mut Vec<Action>) {
+        if let Some(n) = self.negotiated.as_ref().filter(|n| n.hold_time > 0) {
+            out.push(Action::StartTimer(
+                Timer::Hold,
+                Duration::from_secs(u64::from(n.hold_time)),
+            ));
+        }
+    }
+
+    fn send_notification(&mut self, out: &mut Vec<Action>, n: &Notification) {
+        if let Ok(b) = Message::Notification(n.clone()).encode(&self.tx()) {
+            out.push(Action::Send(b));
+        }
+    }
+
+    /// Sends `n`, closes, and goes to Idle with back-off.
+    fn fail(&mut self, out: &mut Vec<Action>, n: &Notification, now: Instant) {
+        self.send_notification(out, n);
+        self.go_idle(out, DownReason::NotificationSent(n.to_string()), now);
+    }
+
+    fn go_idle(&mut self, out: &mut Vec<Action>, reason: DownReason, now: Instant) {
+        if self.state == State::Idle {
+            return;
+        }
+        out.push(Action::Disconnect);
+        for t in [
+            Timer::ConnectRetry,
+            Timer::Hold,
+            Timer::Keepalive,
+            Timer::DelayOpen,
+            Timer::SendHold,
+        ] {
+            out.push(Action::StopTimer(t));
+        }
+        let was_up = self.established_at.take();
+        out.push(Action::Down(reason));
+        self.set(out, State::Idle);
+        self.buf.clear();
+        self.negotiated = None;
+        self.send_blocked = false;
+        if self.stopped {
+            return;
+        }
+        // DampPeerOscillations: back off while the peer keeps failing; a session that
+        // stayed up a while starts the back-off over.
+        if was_up.is_some_and(|t| now.saturating_duration_since(t) >= STABLE) {
+            self.next_idle_hold = self.cfg.idle_hold;
+        }
+        out.push(Action::StartTimer(Timer::IdleHold, self.next_idle_hold));
+        self.next_idle_hold = (self.next_idle_hold * 2).min(self.cfg.idle_hold_max);
+    }
+
+    fn receive(&mut self, out: &mut Vec<Action>, bytes: Bytes, now: Instant) {
+        if self.state == State::Idle {
+            return;
+        }
+        self.buf.extend_from_slice(&bytes);
+        loop {
+            let rx = self.negotiated.as_ref().map(|n| n.rx).unwrap_or_default();
+            let max = if self.negotiated.is_some() {
+                rx.max_message_len()
+            } else {
+                MAX_MESSAGE_LEN
+            };
+            let len = match frame_len(&self.buf, max) {
+                Ok(Some(len)) if len <= self.buf.len() => len,
+                Ok(_) => return,
+                Err(e) => return self.fail(out, &e.notification(), now),
+            };
+            let msg = self.buf.split_to(len).freeze();
+            match Message::decode(msg, &rx) {
+                Ok(m) => self.message(out, m, now),
+                Err(e) => return self.fail(out, &e.notification(), now),
+            }
+            if self.state == State::Idle {
+                return;
+            }
+        }
+    }
+
+    fn message(&mut self, out: &mut Vec<Action>, m: Message, now: Instant) {
+        let fsm_error = |sub: u8| Notification {
+            code: code::FSM,
+            subcode: sub,
+            data: Bytes::new(),
+        };
+        match (self.state, m) {
+            (_, Message::Notification(n)) => {
+                self.go_idle(out, DownReason::NotificationReceived(n.to_string()), now);
+            }
+            (State::Connect | State::Active, Message::Open(o)) => {
+                // An OPEN while DelayOpen runs: answer at once (RFC 4271 §8.2.2).
+                self.send_open(out, State::OpenSent);
+                self.open_received(out, o, now);
+            }
+            (State::OpenSent, Message::Open(o)) => self.open_received(out, o, now),
+            (State::OpenSent, _) => self.fail(out, &fsm_error(1), now),
+            (State::OpenConfirm, Message::Keepalive) => {
+                self.restart_hold(out);
+                self.established_at = Some(now);
+                self.set(out, State::Established);
+                if let Some(n) = &self.negotiated {
+                    out.push(Action::Up(Box::new(n.clone())));
+                }
+            }
+            (State::OpenConfirm, _) => self.fail(out, &fsm_error(2), now),
+            (State::Established, Message::Keepalive) => self.restart_hold(out),
+            (State::Established, Message::Update(u)) => {
+                self.restart_hold(out);
+                out.push(Action::Update(Box::new(u)));
+            }
+            (State::Established, Message::RouteRefresh(r)) => {
+                self.restart_hold(out);
+                if self
+                    .negotiated
+                    .as_ref()
+                    .is_some_and(|n| n.route_refresh || n.enhanced_route_refresh)
+                {
+                    out.push(Action::RouteRefresh(r));
+                }
+            }
+            (State::Established, Message::Open(_)) => self.fail(out, &fsm_error(3), now),
+            _ => {}
+        }
+    }
+
+    fn open_received(&mut self, out: &mut Vec<Action>, o: Open, now: Instant) {
+        let open_error = |sub: u8, data: Bytes| Notification {
+            code: code::OPEN_MESSAGE,
+            subcode: sub,
+            data,
+        };
+        if o.asn() != self.cfg.peer_as {
+            let data = Bytes::copy_from_slice(&o.my_as.to_be_bytes());
+            return self.fail(out, &open_error(open_subcode::BAD_PEER_AS, data), now);
+        }
+        // RFC 6286 §2.2: within an AS the identifiers must differ.
+        if o.asn() == self.cfg.local_as && o.bgp_id == self.cfg.router_id {
+            return self.fail(
+                out,
+                &open_error(open_subcode::BAD_BGP_IDENTIFIER, Bytes::new()),
+                now,
+            );
+        }
+        let Some(local) = &self.local_open else {
+            return;
+        };
+        let n = negotiate(local, &o, self.cfg.keepalive);
+        if n.families.is_empty() {
+            return self.fail(
+                out,
+                &open_error(open_subcode::UNSUPPORTED_CAPABILITY, Bytes::new()),
+                now,
+            );
+        }
+        self.negotiated = Some(n);
+        self.send_keepalive(out);
+        self.restart_hold(out);
+        if self.negotiated.as_ref().is_some_and(|n| n.hold_time == 0) {
+            out.push(Action::StopTimer(Timer::Hold));
+        }
+        self.set(out, State::OpenConfirm);
+    }
+}
+
+#[cfg(test)]
+mod tests;
