@@ -13,6 +13,8 @@ pub mod capture;
 #[cfg(target_os = "linux")]
 pub mod netns;
 #[cfg(target_os = "linux")]
+pub mod peers;
+#[cfg(target_os = "linux")]
 pub mod process;
 
 /// Errors of the harness; each names the command or namespace that failed.

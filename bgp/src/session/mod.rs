@@ -1,0 +1,352 @@
+//! `bgp::session`: the tokio driver of [`crate::fsm::Session`] — one task per peer that
+//! performs the machine's actions (connect, write, arm timers) and turns what happens
+//! on the socket and the clock into its events. No protocol decisions are made here.
+//!
+//! Writes go through a buffer that the task drains as the socket accepts bytes; while
+//! it holds more than the high-water mark the task stops taking commands, so a slow
+//! peer pushes back on the RIB instead of growing memory, and the state machine's send
+//! hold timer drops a peer that stops reading altogether.
+
+pub mod sockopt;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::fsm::{Action, DownReason, Event, Negotiated, Session, SessionConfig, State, Timer};
+use crate::wire::{RouteRefresh, Update};
+
+/// How to reach one peer.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// The state machine's settings.
+    pub fsm: SessionConfig,
+    /// The peer's address and port (179 unless configured).
+    pub peer: SocketAddr,
+    /// Source address to bind outgoing connections to.
+    pub local_addr: Option<IpAddr>,
+    /// TCP-MD5 password (RFC 2385).
+    pub password: Option<String>,
+    /// GTSM (RFC 5082): the peer is at most this many hops away; we send with TTL 255.
+    pub ttl_security: Option<u8>,
+    /// Stop taking commands while more than this many bytes wait to be written.
+    pub write_high_water: usize,
+}
+
+/// What the owner of a session can ask of it.
+#[derive(Debug)]
+pub enum Command {
+    /// Start (or restart) connecting.
+    Start,
+    /// Stop, telling the peer why (RFC 9003) when a message is given.
+    Stop(Option<String>),
+    /// Send these UPDATEs (encoded with the session's `Negotiated::tx`).
+    SendUpdates(Vec<Bytes>),
+    /// A connection the listener accepted from this peer.
+    Incoming(TcpStream),
+}
+
+/// What a session reports.
+#[derive(Debug)]
+pub enum SessionEvent {
+    /// The state changed.
+    StateChanged {
+        /// Peer.
+        peer: SocketAddr,
+        /// Old state.
+        from: State,
+        /// New state.
+        to: State,
+    },
+    /// Established, with what was negotiated.
+    Up {
+        /// Peer.
+        peer: SocketAddr,
+        /// Negotiated capabilities and timers.
+        negotiated: Box<Negotiated>,
+    },
+    /// Down, and why.
+    Down {
+        /// Peer.
+        peer: SocketAddr,
+        /// Reason.
+        reason: DownReason,
+    },
+    /// An UPDATE arrived.
+    Update {
+        /// Peer.
+        peer: SocketAddr,
+        /// The message (RFC 7606 findings inside).
+        update: Box<Update>,
+    },
+    /// A ROUTE-REFRESH arrived.
+    RouteRefresh {
+        /// Peer.
+        peer: SocketAddr,
+        /// What it asks for.
+        refresh: RouteRefresh,
+    },
+}
+
+/// A cheap, cloneable handle to a session task.
+#[derive(Debug, Clone)]
+pub struct SessionHandle {
+    /// The peer it talks to.
+    pub peer: SocketAddr,
+    tx: mpsc::Sender<Command>,
+}
+
+impl SessionHandle {
+    /// Sends a command; waits while the session is busy writing (back-pressure).
+    /// Fails only if the session task has ended.
+    pub async fn send(&self, c: Command) -> Result<(), mpsc::error::SendError<Command>> {
+        self.tx.send(c).await
+    }
+}
+
+/// Starts the task of one session. Events go to `events`; the session stays Idle until
+/// [`Command::Start`].
+pub fn spawn(cfg: DriverConfig, events: mpsc::Sender<SessionEvent>) -> SessionHandle {
+    let (tx, rx) = mpsc::channel(64);
+    let peer = cfg.peer;
+    tokio::spawn(run(cfg, rx, events));
+    SessionHandle { peer, tx }
+}
+
+type Connecting = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
+
+/// Opens a connection with the peer's socket options applied before the SYN.
+async fn connect(cfg: DriverConfig) -> io::Result<TcpStream> {
+    let sock = if cfg.peer.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(a) = cfg.local_addr {
+        sock.bind(SocketAddr::new(a, 0))?;
+    }
+    if let Some(pw) = &cfg.password {
+        sockopt::set_md5(&sock, cfg.peer.ip(), pw)?;
+    }
+    if let Some(hops) = cfg.ttl_security {
+        sockopt::set_min_ttl(&sock, cfg.peer.ip(), hops)?;
+    }
+    let stream = sock.connect(cfg.peer).await?;
+    if cfg.ttl_security.is_some() {
+        set_outgoing_ttl(&stream, cfg.peer.ip())?;
+    }
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+fn set_outgoing_ttl(stream: &TcpStream, peer: IpAddr) -> io::Result<()> {
+    match peer {
+        IpAddr::V4(_) => stream.set_ttl(255),
+        // tokio has no hop-limit setter; the IPv4 TTL call covers dual-stack sockets.
+        IpAddr::V6(_) => Ok(()),
+    }
+}
+
+struct Driver {
+    cfg: DriverConfig,
+    fsm: Session,
+    events: mpsc::Sender<SessionEvent>,
+    timers: HashMap<Timer, Instant>,
+    conn: Option<TcpStream>,
+    connecting: Option<Connecting>,
+    out: BytesMut,
+    blocked: bool,
+}
+
+async fn run(
+    cfg: DriverConfig,
+    mut commands: mpsc::Receiver<Command>,
+    events: mpsc::Sender<SessionEvent>,
+) {
+    let fsm = Session::new(cfg.fsm.clone());
+    let mut d = Driver {
+        cfg,
+        fsm,
+        events,
+        timers: HashMap::new(),
+        conn: None,
+        connecting: None,
+        out: BytesMut::new(),
+        blocked: false,
+    };
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let deadline = d.timers.values().min().copied();
+        let event = tokio::select! {
+            c = commands.recv(), if d.out.len() < d.cfg.write_high_water => match c {
+                None => Event::ManualStop(None),
+                Some(Command::Start) => Event::ManualStart,
+                Some(Command::Stop(text)) => Event::ManualStop(text),
+                Some(Command::SendUpdates(u)) => Event::SendUpdates(u),
+                Some(Command::Incoming(s)) => {
+                    if d.conn.is_some() || !matches!(d.fsm.state(), State::Connect | State::Active) {
+                        // Collision resolution between two live connections is not done
+                        // yet: keep the one we have.
+                        drop(s);
+                        continue;
+                    }
+                    d.connecting = None;
+                    d.conn = Some(s);
+                    Event::TcpConnected
+                }
+            },
+            r = async { match d.connecting.as_mut() { Some(f) => f.await, None => std::future::pending().await } }, if d.connecting.is_some() => {
+                d.connecting = None;
+                match r {
+                    Ok(s) => {
+                        d.conn = Some(s);
+                        Event::TcpConnected
+                    }
+                    Err(_) => Event::TcpFailed,
+                }
+            },
+            r = async { match d.conn.as_ref() { Some(c) => c.readable().await, None => std::future::pending().await } }, if d.conn.is_some() => {
+                match (r, d.conn.as_ref().map(|c| c.try_read(&mut buf))) {
+                    (Ok(()), Some(Ok(0))) | (Err(_), _) => Event::TcpFailed,
+                    (Ok(()), Some(Ok(n))) => Event::Received(Bytes::copy_from_slice(buf.get(..n).unwrap_or_default())),
+                    (Ok(()), Some(Err(e))) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    _ => Event::TcpFailed,
+                }
+            },
+            r = async { match d.conn.as_ref() { Some(c) => c.writable().await, None => std::future::pending().await } }, if d.conn.is_some() && !d.out.is_empty() => {
+                match r {
+                    Ok(()) => match d.flush() {
+                        Ok(Some(e)) => e,
+                        Ok(None) => continue,
+                        Err(_) => Event::TcpFailed,
+                    },
+                    Err(_) => Event::TcpFailed,
+                }
+            },
+            _ = async { match deadline { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } }, if deadline.is_some() => {
+                let now = Instant::now();
+                let Some(t) = d.timers.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).next() else { continue };
+                d.timers.remove(&t);
+                Event::TimerExpired(t)
+            },
+        };
+        let stop = matches!(event, Event::ManualStop(_)) && commands.is_closed();
+        d.feed(event).await;
+        if stop {
+            return;
+        }
+    }
+}
+
+impl Driver {
+    /// Feeds an event and carries out the actions (which may produce more events).
+    async fn feed(&mut self, first: Event) {
+        let mut pending = vec![first];
+        while let Some(ev) = pending.pop() {
+            let actions = self.fsm.handle(ev, std::time::Instant::now());
+            for a in actions {
+                if let Some(next) = self.act(a).await {
+                    pending.push(next);
+                }
+            }
+        }
+    }
+
+    async fn act(&mut self, a: Action) -> Option<Event> {
+        let peer = self.cfg.peer;
+        match a {
+            Action::Connect => {
+                self.connecting = Some(Box::pin(connect(self.cfg.clone())));
+            }
+            Action::Disconnect => {
+                // Best effort for what is queued (a NOTIFICATION above all), then close.
+                let _ = self.flush();
+                self.conn = None;
+                self.connecting = None;
+                self.out.clear();
+                self.blocked = false;
+            }
+            Action::Send(b) => {
+                self.out.extend_from_slice(&b);
+                return self.flush().unwrap_or(Some(Event::TcpFailed));
+            }
+            Action::StartTimer(t, d) => {
+                self.timers.insert(t, Instant::now() + d);
+            }
+            Action::StopTimer(t) => {
+                self.timers.remove(&t);
+            }
+            Action::StateChanged { from, to } => {
+                let _ = self
+                    .events
+                    .send(SessionEvent::StateChanged { peer, from, to })
+                    .await;
+            }
+            Action::Up(negotiated) => {
+                let _ = self
+                    .events
+                    .send(SessionEvent::Up { peer, negotiated })
+                    .await;
+            }
+            Action::Down(reason) => {
+                let _ = self.events.send(SessionEvent::Down { peer, reason }).await;
+            }
+            Action::Update(update) => {
+                let _ = self
+                    .events
+                    .send(SessionEvent::Update { peer, update })
+                    .await;
+            }
+            Action::RouteRefresh(refresh) => {
+                let _ = self
+                    .events
+                    .send(SessionEvent::RouteRefresh { peer, refresh })
+                    .await;
+            }
+        }
+        None
+    }
+
+    /// Writes what the socket takes now; reports when the peer stops or resumes reading.
+    fn flush(&mut self) -> io::Result<Option<Event>> {
+        let Some(c) = self.conn.as_ref() else {
+            self.out.clear();
+            return Ok(None);
+        };
+        let mut progressed = false;
+        while !self.out.is_empty() {
+            match c.try_write(&self.out) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+                Ok(n) => {
+                    self.out.advance(n);
+                    progressed = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(match (self.out.is_empty(), self.blocked, progressed) {
+            (false, false, _) => {
+                self.blocked = true;
+                Some(Event::SendBlocked)
+            }
+            // Progress stops the send hold timer; if the socket fills up again, the
+            // next write starts it anew.
+            (_, true, true) => {
+                self.blocked = false;
+                Some(Event::SendProgress)
+            }
+            _ => None,
+        })
+    }
+}
+
+/// The default high-water mark: a few hundred full UPDATEs.
+pub const DEFAULT_WRITE_HIGH_WATER: usize = 1 << 20;

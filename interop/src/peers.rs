@@ -1,0 +1,188 @@
+//! Real BGP peers for tests: BIRD 2, GoBGP and FRR's bgpd started inside a test
+//! namespace with their own config, control socket and pid file in a directory of the
+//! test's, stopped by PID when dropped, and queried through their own CLIs.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::netns::{run, Netns};
+use crate::process::Daemon;
+use crate::{Error, Result};
+
+/// Which implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// BIRD 2 (`bird`, queried with `birdc`).
+    Bird,
+    /// GoBGP (`gobgpd`, queried with `gobgp`).
+    Gobgp,
+    /// FRR's bgpd without zebra (queried with `vtysh`).
+    Frr,
+}
+
+impl Kind {
+    /// The programs this kind needs.
+    pub fn programs(self) -> &'static [&'static str] {
+        match self {
+            Kind::Bird => &["bird", "birdc"],
+            Kind::Gobgp => &["gobgpd", "gobgp"],
+            Kind::Frr => &["/usr/lib/frr/bgpd", "vtysh"],
+        }
+    }
+
+    /// Short name for namespace and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Bird => "bird",
+            Kind::Gobgp => "gobgp",
+            Kind::Frr => "frr",
+        }
+    }
+}
+
+/// A running peer daemon.
+#[derive(Debug)]
+pub struct Peer {
+    kind: Kind,
+    dir: PathBuf,
+    daemon: Daemon,
+}
+
+impl Peer {
+    /// Starts `kind` in `ns` with `config` (bird.conf, gobgpd.toml or frr.conf text),
+    /// keeping its files in `dir`, and waits until its CLI answers.
+    pub fn start(kind: Kind, ns: &Netns, dir: &Path, config: &str) -> Result<Peer> {
+        let io = |what: &str, source: std::io::Error| Error::Spawn {
+            command: format!("{what} in {}", dir.display()),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| io("mkdir", e))?;
+        let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        let log = dir.join(format!("{}.log", kind.name()));
+        let cmd = match kind {
+            Kind::Bird => {
+                std::fs::write(dir.join("bird.conf"), config)
+                    .map_err(|e| io("write bird.conf", e))?;
+                let mut c = ns.command("bird");
+                c.args([
+                    "-f",
+                    "-c",
+                    &p("bird.conf"),
+                    "-s",
+                    &p("bird.ctl"),
+                    "-P",
+                    &p("bird.pid"),
+                ]);
+                c
+            }
+            Kind::Gobgp => {
+                std::fs::write(dir.join("gobgpd.toml"), config)
+                    .map_err(|e| io("write gobgpd.toml", e))?;
+                let mut c = ns.command("gobgpd");
+                c.args([
+                    "-f",
+                    &p("gobgpd.toml"),
+                    "-p",
+                    "--pprof-disable",
+                    "--api-hosts",
+                    &format!("unix://{}", p("gobgp.sock")),
+                ]);
+                c
+            }
+            Kind::Frr => {
+                let frr = dir.join("frr");
+                std::fs::create_dir_all(&frr).map_err(|e| io("mkdir frr", e))?;
+                std::fs::write(frr.join("frr.conf"), config)
+                    .map_err(|e| io("write frr.conf", e))?;
+                // bgpd drops privileges to frr: it must read its config and write its run dir.
+                run("chown", &["-R", "frr:frr", &frr.to_string_lossy()])?;
+                run("chmod", &["755", &dir.to_string_lossy()])?;
+                let mut c = ns.command("/usr/lib/frr/bgpd");
+                c.args([
+                    "-Z",
+                    "-f",
+                    &p("frr/frr.conf"),
+                    "-i",
+                    &p("frr/bgpd.pid"),
+                    "--vty_socket",
+                    &p("frr"),
+                ]);
+                c.args(["-P", "0", "-p", "179", "-u", "frr", "-g", "frr"]);
+                c
+            }
+        };
+        let peer = Peer {
+            kind,
+            dir: dir.to_path_buf(),
+            daemon: Daemon::spawn(kind.name(), cmd, &log)?,
+        };
+        let probe: &[&str] = match kind {
+            Kind::Bird => &["show", "status"],
+            Kind::Gobgp => &["global"],
+            Kind::Frr => &["show bgp summary"],
+        };
+        wait_for(
+            &format!("{} to answer", kind.name()),
+            Duration::from_secs(20),
+            || peer.cli(probe).is_ok(),
+        )?;
+        Ok(peer)
+    }
+
+    /// Runs the daemon's CLI: `birdc` words, `gobgp` words, or one `vtysh -c` per
+    /// argument for FRR. Returns what it printed.
+    pub fn cli(&self, args: &[&str]) -> Result<String> {
+        let d = |f: &str| self.dir.join(f).to_string_lossy().into_owned();
+        let out = match self.kind {
+            Kind::Bird => {
+                let sock = d("bird.ctl");
+                let mut full = vec!["-s", sock.as_str()];
+                full.extend_from_slice(args);
+                run("birdc", &full)?
+            }
+            Kind::Gobgp => {
+                let target = format!("unix://{}", d("gobgp.sock"));
+                let mut full = vec!["--target", target.as_str()];
+                full.extend_from_slice(args);
+                run("gobgp", &full)?
+            }
+            Kind::Frr => {
+                let sock = d("frr");
+                let mut full = vec!["--vty_socket", sock.as_str()];
+                for a in args {
+                    full.push("-c");
+                    full.push(a);
+                }
+                run("vtysh", &full)?
+            }
+        };
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The daemon's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{}.log", self.kind.name())))
+            .unwrap_or_default()
+    }
+
+    /// Stops the daemon now (it is also stopped on drop).
+    pub fn stop(&mut self) {
+        self.daemon.stop(Duration::from_secs(5));
+    }
+}
+
+/// Polls `ok` every 200 ms until it holds or `timeout` passes.
+pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(Error::Command {
+        command: format!("wait for {what}"),
+        status: "timeout".into(),
+        stderr: format!("not reached in {timeout:?}"),
+    })
+}
