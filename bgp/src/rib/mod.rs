@@ -1,0 +1,320 @@
+//! `bgp::rib`: Adj-RIB-In (every path each peer sent, per prefix) and the Loc-RIB view
+//! (best path and ECMP set per prefix), with path attributes interned: every path with
+//! the same attributes shares one `Arc` (BIRD's habit; memory per route stays small).
+//!
+//! Hand-written because it is the heart of a BGP speaker and no crate provides one.
+//! Pure and synchronous: the RIB task feeds it UPDATEs and peer events and forwards the
+//! best-path changes it returns to the FIB task and the Adj-RIB-Out.
+//!
+//! Not yet here (issue 3): locally originated routes, import/export policy, Adj-RIB-Out
+//! with update packing, route reflection rules, next-hop resolution through the FIB.
+
+pub mod decision;
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use serde::Serialize;
+
+pub use decision::{compare, multipath_equal, Reason};
+
+use crate::wire::{MpNextHop, Nlri, PathAttributes, Update};
+
+/// Who sent a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct PeerSource {
+    /// The peer's address (one session per address, as Calico configures peers).
+    pub address: IpAddr,
+    /// The peer's BGP identifier.
+    pub router_id: Ipv4Addr,
+    /// The peer's AS.
+    pub asn: u32,
+    /// The session is eBGP.
+    pub ebgp: bool,
+}
+
+/// One path to a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Path {
+    /// Who sent it.
+    pub source: Arc<PeerSource>,
+    /// Its attributes (interned).
+    pub attrs: Arc<PathAttributes>,
+    /// Where to forward.
+    pub next_hop: IpAddr,
+    /// ADD-PATH identifier (0 without ADD-PATH).
+    pub path_id: u32,
+    /// Cost to reach the next hop, once the FIB has resolved it.
+    pub igp_cost: Option<u32>,
+    /// Kept from before the peer restarted (graceful restart), not yet refreshed.
+    pub stale: bool,
+}
+
+/// The Loc-RIB entry of a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Best {
+    /// The best path.
+    pub best: Arc<Path>,
+    /// Paths sharing traffic with it, best first (at least the best itself).
+    pub multipath: Vec<Arc<Path>>,
+    /// Why the best beat the runner-up (`Equal` when it is the only path).
+    pub reason: Reason,
+}
+
+/// A change of a prefix's Loc-RIB entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BestChange {
+    /// The prefix.
+    pub prefix: IpNet,
+    /// The new entry; `None` when no path is left.
+    pub now: Option<Best>,
+}
+
+/// Distinct attribute sets, each stored once.
+#[derive(Debug, Default)]
+pub struct AttrStore {
+    set: HashSet<Arc<PathAttributes>>,
+}
+
+impl AttrStore {
+    /// The shared copy of `a`.
+    pub fn intern(&mut self, a: PathAttributes) -> Arc<PathAttributes> {
+        if let Some(x) = self.set.get(&a) {
+            return Arc::clone(x);
+        }
+        let x = Arc::new(a);
+        self.set.insert(Arc::clone(&x));
+        x
+    }
+
+    /// Number of distinct attribute sets held.
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Whether none are held.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// Drops sets no path uses any more; returns how many.
+    pub fn collect_garbage(&mut self) -> usize {
+        let before = self.set.len();
+        self.set.retain(|a| Arc::strong_count(a) > 1);
+        before - self.set.len()
+    }
+}
+
+/// Adj-RIB-In of all peers and the best paths.
+#[derive(Debug)]
+pub struct Rib {
+    paths: BTreeMap<IpNet, Vec<Arc<Path>>>,
+    best: BTreeMap<IpNet, Best>,
+    attrs: AttrStore,
+    max_paths: usize,
+}
+
+impl Rib {
+    /// An empty RIB; `max_paths` caps the ECMP set (1 disables multipath).
+    pub fn new(max_paths: usize) -> Rib {
+        Rib {
+            paths: BTreeMap::new(),
+            best: BTreeMap::new(),
+            attrs: AttrStore::default(),
+            max_paths: max_paths.max(1),
+        }
+    }
+
+    /// The Loc-RIB entry of `prefix`.
+    pub fn best(&self, prefix: &IpNet) -> Option<&Best> {
+        self.best.get(prefix)
+    }
+
+    /// Every Loc-RIB entry, by prefix.
+    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, &Best)> {
+        self.best.iter()
+    }
+
+    /// Every path held for `prefix`.
+    pub fn paths(&self, prefix: &IpNet) -> &[Arc<Path>] {
+        self.paths.get(prefix).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Prefixes with at least one path.
+    pub fn len(&self) -> usize {
+        self.best.len()
+    }
+
+    /// Whether the RIB is empty.
+    pub fn is_empty(&self) -> bool {
+        self.best.is_empty()
+    }
+
+    /// The attribute store (for memory figures).
+    pub fn attr_store(&mut self) -> &mut AttrStore {
+        &mut self.attrs
+    }
+
+    /// Applies an UPDATE from `source`. A treat-as-withdraw UPDATE (RFC 7606) withdraws
+    /// what it announces. Returns the Loc-RIB changes.
+    pub fn apply_update(&mut self, source: &Arc<PeerSource>, u: &Update) -> Vec<BestChange> {
+        let mut touched: Vec<IpNet> = Vec::new();
+        let withdrawn = u
+            .withdrawn
+            .iter()
+            .chain(u.mp_unreach.iter().flat_map(|m| &m.withdrawn));
+        for n in withdrawn {
+            if self.remove(source.address, n) {
+                touched.push(n.prefix);
+            }
+        }
+        let mp = u
+            .mp_reach
+            .iter()
+            .flat_map(|m| m.nlri.iter().map(move |n| (n, mp_next_hop(&m.next_hop))));
+        let classic = u
+            .nlri
+            .iter()
+            .map(|n| (n, u.attributes.next_hop.map(IpAddr::V4)));
+        let announced: Vec<(&Nlri, Option<IpAddr>)> = classic.chain(mp).collect();
+        if u.treat_as_withdraw() {
+            for (n, _) in announced {
+                if self.remove(source.address, n) {
+                    touched.push(n.prefix);
+                }
+            }
+        } else if !announced.is_empty() {
+            // NEXT_HOP lives in the path, not in the shared attributes: routes from
+            // many peers with otherwise equal attributes then share one set.
+            let attrs = self.attrs.intern(PathAttributes {
+                next_hop: None,
+                ..u.attributes.clone()
+            });
+            for (n, nh) in announced {
+                let Some(next_hop) = nh else { continue };
+                let path = Arc::new(Path {
+                    source: Arc::clone(source),
+                    attrs: Arc::clone(&attrs),
+                    next_hop,
+                    path_id: n.path_id.unwrap_or(0),
+                    igp_cost: None,
+                    stale: false,
+                });
+                let list = self.paths.entry(n.prefix).or_default();
+                list.retain(|p| !(p.source.address == source.address && p.path_id == path.path_id));
+                list.push(path);
+                touched.push(n.prefix);
+            }
+        }
+        self.recompute(touched)
+    }
+
+    /// Removes every path of a peer whose session is gone (no graceful restart).
+    pub fn peer_down(&mut self, peer: IpAddr) -> Vec<BestChange> {
+        self.remove_where(|p| p.source.address == peer)
+    }
+
+    /// Graceful restart helper: the peer restarted; its paths stay but are marked stale
+    /// until it sends them again.
+    pub fn mark_stale(&mut self, peer: IpAddr) {
+        for list in self.paths.values_mut() {
+            for p in list.iter_mut().filter(|p| p.source.address == peer) {
+                *p = Arc::new(Path {
+                    stale: true,
+                    ..(**p).clone()
+                });
+            }
+        }
+    }
+
+    /// End-of-RIB or restart timer: drops the paths the peer did not send again.
+    pub fn sweep_stale(&mut self, peer: IpAddr) -> Vec<BestChange> {
+        self.remove_where(|p| p.source.address == peer && p.stale)
+    }
+
+    fn remove(&mut self, peer: IpAddr, n: &Nlri) -> bool {
+        let id = n.path_id.unwrap_or(0);
+        let Some(list) = self.paths.get_mut(&n.prefix) else {
+            return false;
+        };
+        let before = list.len();
+        list.retain(|p| !(p.source.address == peer && p.path_id == id));
+        before != list.len()
+    }
+
+    fn remove_where(&mut self, gone: impl Fn(&Path) -> bool) -> Vec<BestChange> {
+        let mut touched = Vec::new();
+        for (prefix, list) in self.paths.iter_mut() {
+            let before = list.len();
+            list.retain(|p| !gone(p));
+            if list.len() != before {
+                touched.push(*prefix);
+            }
+        }
+        self.recompute(touched)
+    }
+
+    fn recompute(&mut self, mut touched: Vec<IpNet>) -> Vec<BestChange> {
+        touched.sort();
+        touched.dedup();
+        let mut changes = Vec::new();
+        for prefix in touched {
+            let now = self.select(&prefix);
+            // Only the paths matter downstream; a new runner-up that only changes
+            // the recorded reason is stored without a change event.
+            let same = |a: &Best, b: &Best| a.best == b.best && a.multipath == b.multipath;
+            let unchanged = match (self.best.get(&prefix), now.as_ref()) {
+                (Some(a), Some(b)) => same(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            match &now {
+                Some(b) => self.best.insert(prefix, b.clone()),
+                None => {
+                    self.paths.remove(&prefix);
+                    self.best.remove(&prefix)
+                }
+            };
+            if !unchanged {
+                changes.push(BestChange { prefix, now });
+            }
+        }
+        changes
+    }
+
+    fn select(&self, prefix: &IpNet) -> Option<Best> {
+        let list = self.paths.get(prefix)?;
+        let mut sorted: Vec<&Arc<Path>> = list.iter().collect();
+        sorted.sort_by(|a, b| compare(a, b).0);
+        let best = Arc::clone(sorted.first()?);
+        let reason = sorted
+            .get(1)
+            .map_or(Reason::Equal, |second| compare(&best, second).1);
+        let multipath = sorted
+            .iter()
+            .filter(|p| multipath_equal(&best, p))
+            .take(self.max_paths)
+            .map(|p| Arc::clone(p))
+            .collect();
+        Some(Best {
+            best,
+            multipath,
+            reason,
+        })
+    }
+}
+
+/// The address to forward to for an MP_REACH_NLRI next hop: the global IPv6 address
+/// (the link-local one needs the interface, which the FIB resolves).
+fn mp_next_hop(nh: &MpNextHop) -> Option<IpAddr> {
+    match nh {
+        MpNextHop::V4(a) => Some(IpAddr::V4(*a)),
+        MpNextHop::V6 { global, .. } => Some(IpAddr::V6(*global)),
+        MpNextHop::Other(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
