@@ -7,9 +7,11 @@
 #![cfg(target_os = "linux")]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tern_bgp::fsm::SessionConfig;
+use tern_bgp::rib::{PeerSource, Rib};
 use tern_bgp::session::{self, Command, DriverConfig, SessionEvent};
 use tern_bgp::wire::pack::{self, NextHop};
 use tern_bgp::wire::{
@@ -223,15 +225,31 @@ async fn drive(peer: &Peer, kind: Kind) -> (Vec<Nlri>, bool) {
 
     let mut negotiated = None;
     let mut received = Vec::new();
+    let mut rib = Rib::new(4);
+    let mut source = None;
     let mut eor = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     while eor.len() < 2 {
         let ev = tokio::time::timeout_at(deadline, erx.recv()).await;
         match ev {
-            Ok(Some(SessionEvent::Up { negotiated: n, .. })) => negotiated = Some(n),
+            Ok(Some(SessionEvent::Up {
+                negotiated: n,
+                peer: addr,
+            })) => {
+                source = Some(Arc::new(PeerSource {
+                    address: addr.ip(),
+                    router_id: n.peer_id,
+                    asn: n.peer_asn,
+                    ebgp: true,
+                }));
+                negotiated = Some(n);
+            }
             Ok(Some(SessionEvent::Update { update, .. })) => {
                 if let Some(f) = update.end_of_rib_family() {
                     eor.push(f);
+                }
+                if let Some(src) = &source {
+                    rib.apply_update(src, &update);
                 }
                 received.extend(update.nlri.iter().copied());
                 received.extend(update.mp_reach.iter().flat_map(|m| m.nlri.iter().copied()));
@@ -247,6 +265,31 @@ async fn drive(peer: &Peer, kind: Kind) -> (Vec<Nlri>, bool) {
         }
     }
     let n = negotiated.unwrap_or_else(|| panic!("{kind:?}: no Up event"));
+    // Their routes are in the RIB as best paths, with their AS path and next hop.
+    for (prefix, next_hop) in [
+        ("198.18.7.0/24", "198.51.100.2"),
+        ("2001:db8:7::/48", "2001:db8:100::2"),
+    ] {
+        let best = rib
+            .best(&prefix.parse().unwrap_or_else(|e| panic!("{e}")))
+            .map(|b| {
+                (
+                    b.best.attrs.as_path.as_ref().map(|p| p.to_string()),
+                    b.best.next_hop.to_string(),
+                )
+            });
+        // FRR sends IPv6 next hops over an IPv4 session as IPv4-mapped addresses.
+        let want_nh = if kind == Kind::Frr && prefix.contains(':') {
+            "::ffff:198.51.100.2"
+        } else {
+            next_hop
+        };
+        assert_eq!(
+            best,
+            Some((Some("64513".to_string()), want_nh.to_string())),
+            "{kind:?} {prefix}"
+        );
+    }
     assert_eq!(n.peer_asn, 64513);
     assert!(
         n.families.contains(&Family::IPV6_UNICAST),
