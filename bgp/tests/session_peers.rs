@@ -241,6 +241,8 @@ async fn drive(peer: &Peer, kind: Kind) -> (Vec<Nlri>, bool) {
                     router_id: n.peer_id,
                     asn: n.peer_asn,
                     ebgp: true,
+                    rr_client: false,
+                    local: false,
                 }));
                 negotiated = Some(n);
             }

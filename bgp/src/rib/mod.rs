@@ -10,6 +10,7 @@
 //! with update packing, route reflection rules, next-hop resolution through the FIB.
 
 pub mod decision;
+pub mod export;
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
@@ -33,6 +34,11 @@ pub struct PeerSource {
     pub asn: u32,
     /// The session is eBGP.
     pub ebgp: bool,
+    /// The peer is one of our route reflector clients (RFC 4456).
+    pub rr_client: bool,
+    /// Not a peer at all: the route is originated by this node (blocks, borrowed
+    /// addresses); `address` and `router_id` are then our own.
+    pub local: bool,
 }
 
 /// One path to a prefix.

@@ -12,6 +12,8 @@ fn source(addr: &str, id: u8, asn: u32, ebgp: bool) -> Arc<PeerSource> {
         router_id: Ipv4Addr::new(198, 51, 100, id),
         asn,
         ebgp,
+        rr_client: false,
+        local: false,
     })
 }
 

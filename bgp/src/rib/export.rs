@@ -1,0 +1,252 @@
+//! What a best path becomes when sent to one peer (RFC 4271 §5 and §9.1.3, RFC 4456,
+//! RFC 1997), and the Adj-RIB-Out that remembers what each peer was sent so best-path
+//! changes turn into the fewest packed UPDATEs.
+//!
+//! Rules: never back to the peer it came from; NO_ADVERTISE never, NO_EXPORT and
+//! NO_EXPORT_SUBCONFED not to eBGP peers; iBGP-learned paths go to iBGP peers only by
+//! route reflection (from a client to everyone, from a non-client to clients), with
+//! ORIGINATOR_ID and CLUSTER_LIST set; to eBGP peers our AS is prepended, LOCAL_PREF,
+//! MED learnt from others, ORIGINATOR_ID and CLUSTER_LIST removed, and the next hop is
+//! ours; to iBGP peers the next hop is kept unless `next_hop_self` (Calico's
+//! nextHopMode); unknown optional transitive attributes get the Partial bit.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ipnet::IpNet;
+
+use super::{BestChange, Path};
+use crate::wire::pack::{self, NextHop};
+use crate::wire::{
+    AsPath, CodecOptions, Community, EncodeError, Family, MpNextHop, Nlri, PathAttributes,
+};
+
+/// How routes are sent to one peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportPolicy {
+    /// The peer's address.
+    pub peer: IpAddr,
+    /// The peer is eBGP.
+    pub ebgp: bool,
+    /// Our AS on this session (Calico's localASNumber may differ from the global one).
+    pub local_as: u32,
+    /// Our BGP identifier.
+    pub router_id: Ipv4Addr,
+    /// We are a route reflector with this cluster id (None: not a reflector).
+    pub cluster_id: Option<Ipv4Addr>,
+    /// The peer is one of our route reflector clients.
+    pub peer_is_client: bool,
+    /// Always put our own address as next hop, also towards iBGP peers.
+    pub next_hop_self: bool,
+    /// Our IPv4 address on this session.
+    pub local_v4: Option<Ipv4Addr>,
+    /// Our IPv6 address, for IPv6 routes (MP-BGP on an IPv4 session too).
+    pub local_v6: Option<Ipv6Addr>,
+}
+
+/// A path as it goes to one peer: its attributes and next hop.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Exported {
+    /// Attributes, with NEXT_HOP left out (it travels in `next_hop`).
+    pub attrs: PathAttributes,
+    /// The next hop to send.
+    pub next_hop: IpAddr,
+}
+
+/// The path as the peer of `policy` should receive it, or `None` if it must not.
+pub fn export(path: &Path, policy: &ExportPolicy) -> Option<Exported> {
+    let src = &path.source;
+    let a = &path.attrs;
+    if !src.local && src.address == policy.peer {
+        return None;
+    }
+    if a.communities.contains(&Community::NO_ADVERTISE) {
+        return None;
+    }
+    let no_export = a.communities.contains(&Community::NO_EXPORT)
+        || a.communities.contains(&Community::NO_EXPORT_SUBCONFED);
+    if policy.ebgp && no_export {
+        return None;
+    }
+    let ibgp_learnt = !src.local && !src.ebgp;
+    let mut out = PathAttributes {
+        next_hop: None,
+        ..(**a).clone()
+    };
+    out.unknown = a.unknown.iter().filter_map(|u| u.readvertised()).collect();
+    if !policy.ebgp && ibgp_learnt {
+        let cluster = policy.cluster_id?;
+        if !(src.rr_client || policy.peer_is_client) {
+            return None;
+        }
+        // RFC 4456 §8: a path already through this cluster is a loop.
+        if a.cluster_list.contains(&cluster) {
+            return None;
+        }
+        out.originator_id = Some(a.originator_id.unwrap_or(src.router_id));
+        out.cluster_list.insert(0, cluster);
+    }
+    let own = |fam_v6: bool| -> Option<IpAddr> {
+        if fam_v6 {
+            policy.local_v6.map(IpAddr::V6)
+        } else {
+            policy.local_v4.map(IpAddr::V4)
+        }
+    };
+    let v6 = path.next_hop.is_ipv6();
+    let next_hop = if policy.ebgp {
+        let base = out.as_path.clone().unwrap_or_default();
+        out.as_path = Some(base.prepend(policy.local_as, 1));
+        out.local_pref = None;
+        out.originator_id = None;
+        out.cluster_list.clear();
+        if !src.local {
+            // MED is not passed from one neighbouring AS to another (RFC 4271 §5.1.4).
+            out.med = None;
+        }
+        own(v6)?
+    } else {
+        if out.as_path.is_none() {
+            out.as_path = Some(AsPath::default());
+        }
+        out.local_pref = Some(
+            out.local_pref
+                .unwrap_or(super::decision::DEFAULT_LOCAL_PREF),
+        );
+        if policy.next_hop_self || src.local {
+            own(v6)?
+        } else {
+            path.next_hop
+        }
+    };
+    Some(Exported {
+        attrs: out,
+        next_hop,
+    })
+}
+
+/// What one peer has been sent, and the UPDATEs that bring it up to date.
+#[derive(Debug)]
+pub struct AdjRibOut {
+    policy: ExportPolicy,
+    sent: BTreeMap<IpNet, Arc<Exported>>,
+}
+
+impl AdjRibOut {
+    /// An empty Adj-RIB-Out for a peer.
+    pub fn new(policy: ExportPolicy) -> AdjRibOut {
+        AdjRibOut {
+            policy,
+            sent: BTreeMap::new(),
+        }
+    }
+
+    /// Number of prefixes advertised to the peer.
+    pub fn len(&self) -> usize {
+        self.sent.len()
+    }
+
+    /// Whether nothing is advertised.
+    pub fn is_empty(&self) -> bool {
+        self.sent.is_empty()
+    }
+
+    /// What the peer currently has for `prefix`.
+    pub fn get(&self, prefix: &IpNet) -> Option<&Exported> {
+        self.sent.get(prefix).map(|e| e.as_ref())
+    }
+
+    /// Applies Loc-RIB changes and returns the UPDATEs to send, encoded with the
+    /// session's `tx` options: prefixes that share attributes and next hop packed
+    /// together, withdrawals packed per family.
+    pub fn apply(
+        &mut self,
+        changes: &[BestChange],
+        tx: &CodecOptions,
+    ) -> Result<Vec<Bytes>, EncodeError> {
+        let mut announce: HashMap<Arc<Exported>, Vec<Nlri>> = HashMap::new();
+        let mut withdraw: BTreeMap<Family, Vec<Nlri>> = BTreeMap::new();
+        for c in changes {
+            let new = c.now.as_ref().and_then(|b| export(&b.best, &self.policy));
+            let family = if c.prefix.addr().is_ipv4() {
+                Family::IPV4_UNICAST
+            } else {
+                Family::IPV6_UNICAST
+            };
+            match new {
+                Some(e) => {
+                    if self.sent.get(&c.prefix).is_some_and(|old| **old == e) {
+                        continue;
+                    }
+                    let e = Arc::new(e);
+                    self.sent.insert(c.prefix, Arc::clone(&e));
+                    announce.entry(e).or_default().push(Nlri::new(c.prefix));
+                }
+                None => {
+                    if self.sent.remove(&c.prefix).is_some() {
+                        withdraw
+                            .entry(family)
+                            .or_default()
+                            .push(Nlri::new(c.prefix));
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (fam, list) in withdraw {
+            pack::withdrawals(fam, &list, tx, &mut out)?;
+        }
+        // Deterministic order: by first prefix.
+        let mut groups: Vec<(Arc<Exported>, Vec<Nlri>)> = announce.into_iter().collect();
+        groups.sort_by_key(|(_, l)| l.first().map(|n| n.prefix));
+        for (e, list) in groups {
+            let v4_prefix = list.first().is_some_and(|n| n.prefix.addr().is_ipv4());
+            let (family, nh) = match (v4_prefix, e.next_hop) {
+                (true, IpAddr::V4(a)) => {
+                    let attrs = PathAttributes {
+                        next_hop: Some(a),
+                        ..e.attrs.clone()
+                    };
+                    pack::announcements(
+                        &attrs,
+                        Family::IPV4_UNICAST,
+                        &NextHop::Classic,
+                        &list,
+                        tx,
+                        &mut out,
+                    )?;
+                    continue;
+                }
+                (true, IpAddr::V6(g)) => (
+                    Family::IPV4_UNICAST,
+                    MpNextHop::V6 {
+                        global: g,
+                        link_local: None,
+                    },
+                ),
+                (false, IpAddr::V6(g)) => (
+                    Family::IPV6_UNICAST,
+                    MpNextHop::V6 {
+                        global: g,
+                        link_local: None,
+                    },
+                ),
+                // An IPv6 route over an IPv4 next hop: the IPv4-mapped form, as FRR sends it.
+                (false, IpAddr::V4(a)) => (
+                    Family::IPV6_UNICAST,
+                    MpNextHop::V6 {
+                        global: a.to_ipv6_mapped(),
+                        link_local: None,
+                    },
+                ),
+            };
+            pack::announcements(&e.attrs, family, &NextHop::Mp(nh), &list, tx, &mut out)?;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,301 @@
+//! Export rules one by one, and the Adj-RIB-Out turning best-path changes into UPDATEs.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use super::*;
+use crate::rib::{Best, PeerSource, Reason};
+use crate::wire::{Message, Origin, RawAttribute, Update};
+
+const ME: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
+
+fn src(addr: &str, ebgp: bool, rr_client: bool) -> Arc<PeerSource> {
+    let address: IpAddr = addr.parse().unwrap_or_else(|e| panic!("{e}"));
+    let router_id = match address {
+        IpAddr::V4(a) => a,
+        IpAddr::V6(_) => Ipv4Addr::new(198, 51, 100, 99),
+    };
+    Arc::new(PeerSource {
+        address,
+        router_id,
+        asn: if ebgp { 64601 } else { 64512 },
+        ebgp,
+        rr_client,
+        local: false,
+    })
+}
+
+fn local() -> Arc<PeerSource> {
+    Arc::new(PeerSource {
+        address: IpAddr::V4(ME),
+        router_id: ME,
+        asn: 64512,
+        ebgp: false,
+        rr_client: false,
+        local: true,
+    })
+}
+
+fn path(source: Arc<PeerSource>, a: PathAttributes) -> Path {
+    let next_hop = source.address;
+    Path {
+        source,
+        attrs: Arc::new(a),
+        next_hop,
+        path_id: 0,
+        igp_cost: None,
+        stale: false,
+    }
+}
+
+fn attrs() -> PathAttributes {
+    PathAttributes {
+        origin: Some(Origin::Igp),
+        as_path: Some(AsPath::from_sequence([64601])),
+        med: Some(7),
+        local_pref: Some(300),
+        ..PathAttributes::default()
+    }
+}
+
+fn policy(peer: &str, ebgp: bool) -> ExportPolicy {
+    ExportPolicy {
+        peer: peer.parse().unwrap_or_else(|e| panic!("{e}")),
+        ebgp,
+        local_as: 64512,
+        router_id: ME,
+        cluster_id: None,
+        peer_is_client: false,
+        next_hop_self: false,
+        local_v4: Some(ME),
+        local_v6: "2001:db8::1".parse().ok(),
+    }
+}
+
+#[test]
+fn never_back_to_the_sender_and_well_known_communities() {
+    let p = path(src("198.51.100.2", true, false), attrs());
+    assert!(export(&p, &policy("198.51.100.2", true)).is_none());
+    let no_adv = path(
+        src("198.51.100.2", true, false),
+        PathAttributes {
+            communities: vec![Community::NO_ADVERTISE],
+            ..attrs()
+        },
+    );
+    assert!(export(&no_adv, &policy("198.51.100.3", false)).is_none());
+    let no_exp = path(
+        src("198.51.100.2", true, false),
+        PathAttributes {
+            communities: vec![Community::NO_EXPORT],
+            ..attrs()
+        },
+    );
+    assert!(export(&no_exp, &policy("198.51.100.3", true)).is_none());
+    assert!(
+        export(&no_exp, &policy("198.51.100.3", false)).is_some(),
+        "NO_EXPORT stays inside the AS"
+    );
+}
+
+#[test]
+fn to_ebgp_peers() {
+    let p = path(
+        src("198.51.100.2", false, false),
+        PathAttributes {
+            originator_id: Some(ME),
+            cluster_list: vec![ME],
+            ..attrs()
+        },
+    );
+    let e = export(&p, &policy("203.0.113.9", true)).unwrap_or_else(|| panic!("not exported"));
+    assert_eq!(
+        e.attrs.as_path.as_ref().map(|a| a.to_string()).as_deref(),
+        Some("64512 64601")
+    );
+    assert_eq!(
+        (e.attrs.local_pref, e.attrs.med, e.attrs.originator_id),
+        (None, None, None)
+    );
+    assert!(e.attrs.cluster_list.is_empty());
+    assert_eq!(e.next_hop, IpAddr::V4(ME));
+    // Our own routes keep the MED we set.
+    let own = path(
+        local(),
+        PathAttributes {
+            as_path: Some(AsPath::default()),
+            ..attrs()
+        },
+    );
+    assert_eq!(
+        export(&own, &policy("203.0.113.9", true)).and_then(|e| e.attrs.med),
+        Some(7)
+    );
+}
+
+#[test]
+fn to_ibgp_peers_and_route_reflection() {
+    let ebgp_learnt = path(
+        src("203.0.113.9", true, false),
+        PathAttributes {
+            local_pref: None,
+            ..attrs()
+        },
+    );
+    let e = export(&ebgp_learnt, &policy("198.51.100.3", false))
+        .unwrap_or_else(|| panic!("not exported"));
+    assert_eq!(
+        e.next_hop.to_string(),
+        "203.0.113.9",
+        "next hop kept towards iBGP"
+    );
+    assert_eq!(e.attrs.local_pref, Some(100));
+    let selfp = ExportPolicy {
+        next_hop_self: true,
+        ..policy("198.51.100.3", false)
+    };
+    assert_eq!(
+        export(&ebgp_learnt, &selfp).map(|e| e.next_hop),
+        Some(IpAddr::V4(ME))
+    );
+
+    let from_client = path(src("198.51.100.4", false, true), attrs());
+    let from_other = path(src("198.51.100.5", false, false), attrs());
+    assert!(
+        export(&from_client, &policy("198.51.100.3", false)).is_none(),
+        "no iBGP to iBGP without reflection"
+    );
+    let rr = ExportPolicy {
+        cluster_id: Some(Ipv4Addr::new(198, 51, 100, 100)),
+        ..policy("198.51.100.3", false)
+    };
+    let rr_to_client = ExportPolicy {
+        peer_is_client: true,
+        ..rr.clone()
+    };
+    let e = export(&from_client, &rr).unwrap_or_else(|| panic!("client routes go to everyone"));
+    assert_eq!(e.attrs.originator_id, Some(Ipv4Addr::new(198, 51, 100, 4)));
+    assert_eq!(e.attrs.cluster_list, vec![Ipv4Addr::new(198, 51, 100, 100)]);
+    assert!(
+        export(&from_other, &rr).is_none(),
+        "non-client to non-client is not reflected"
+    );
+    assert!(
+        export(&from_other, &rr_to_client).is_some(),
+        "non-client to client is"
+    );
+    let looped = path(
+        src("198.51.100.4", false, true),
+        PathAttributes {
+            cluster_list: vec![Ipv4Addr::new(198, 51, 100, 100)],
+            ..attrs()
+        },
+    );
+    assert!(
+        export(&looped, &rr).is_none(),
+        "our cluster id already in CLUSTER_LIST"
+    );
+}
+
+#[test]
+fn unknown_attributes_on_readvertisement() {
+    let a = PathAttributes {
+        unknown: vec![
+            RawAttribute {
+                flags: 0xc0,
+                code: 99,
+                data: bytes::Bytes::from_static(b"t"),
+            },
+            RawAttribute {
+                flags: 0x80,
+                code: 98,
+                data: bytes::Bytes::from_static(b"n"),
+            },
+        ],
+        ..attrs()
+    };
+    let e = export(
+        &path(src("203.0.113.9", true, false), a),
+        &policy("198.51.100.3", true),
+    );
+    let u = e.map(|e| e.attrs.unknown).unwrap_or_default();
+    assert_eq!(
+        u.iter().map(|r| (r.code, r.flags)).collect::<Vec<_>>(),
+        [(99, 0xe0)]
+    );
+}
+
+fn change(prefix: &str, p: Option<Path>) -> BestChange {
+    let prefix: IpNet = prefix.parse().unwrap_or_else(|e| panic!("{e}"));
+    let now = p.map(|p| {
+        let p = Arc::new(p);
+        Best {
+            best: Arc::clone(&p),
+            multipath: vec![p],
+            reason: Reason::Equal,
+        }
+    });
+    BestChange { prefix, now }
+}
+
+fn decode(b: &[Bytes]) -> Vec<Update> {
+    b.iter()
+        .filter_map(
+            |m| match Message::decode(m.clone(), &CodecOptions::modern()) {
+                Ok(Message::Update(u)) => Some(u),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+#[test]
+fn adj_rib_out_packs_sends_once_and_withdraws() {
+    let mut out = AdjRibOut::new(policy("203.0.113.9", true));
+    let tx = CodecOptions::modern();
+    let s = src("198.51.100.2", false, false);
+    let changes: Vec<BestChange> = (0..50)
+        .map(|i| {
+            change(
+                &format!("198.18.{i}.0/26"),
+                Some(path(Arc::clone(&s), attrs())),
+            )
+        })
+        .chain([change(
+            "2001:db8:5::/64",
+            Some(path(src("2001:db8::5", false, false), attrs())),
+        )])
+        .collect();
+    let msgs = out.apply(&changes, &tx).unwrap_or_else(|e| panic!("{e}"));
+    let ups = decode(&msgs);
+    assert_eq!(
+        ups.len(),
+        2,
+        "50 IPv4 prefixes in one UPDATE, the IPv6 one in another"
+    );
+    assert_eq!(ups[0].nlri.len(), 50);
+    assert_eq!(ups[0].attributes.next_hop, Some(ME));
+    assert_eq!(
+        ups[1].mp_reach.as_ref().map(|m| m.next_hop.to_string()),
+        Some("2001:db8::1".into())
+    );
+    assert_eq!(out.len(), 51);
+    // The same changes again send nothing.
+    assert!(out.apply(&changes, &tx).unwrap_or_default().is_empty());
+    // A prefix losing its last path, and one whose best path may no longer be exported.
+    let gone = change("198.18.0.0/26", None);
+    let no_exp = change(
+        "198.18.1.0/26",
+        Some(path(
+            Arc::clone(&s),
+            PathAttributes {
+                communities: vec![Community::NO_EXPORT],
+                ..attrs()
+            },
+        )),
+    );
+    let ups = decode(&out.apply(&[gone, no_exp], &tx).unwrap_or_default());
+    assert_eq!(ups.len(), 1);
+    assert_eq!(ups[0].withdrawn.len(), 2);
+    assert_eq!(out.len(), 49);
+}
