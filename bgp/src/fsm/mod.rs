@@ -10,8 +10,8 @@
 //! exponential back-off for flapping peers (DampPeerOscillations); the send hold timer
 //! (RFC 9687) for a peer that stops reading; capability negotiation ([`negotiate`]);
 //! the NOTIFICATION of every error path, including RFC 9003 shutdown text.
-//! Not yet: connection collision between two simultaneous connections, which needs a
-//! second connection in the driver (issue 3).
+//! Connection collision (RFC 4271 §6.8) is decided by the driver, which sees both
+//! connections; it tells the machine with [`Event::ConnectionReplaced`].
 
 pub mod negotiate;
 
@@ -89,6 +89,10 @@ pub enum Event {
     SendBlocked,
     /// The socket took bytes again.
     SendProgress,
+    /// Connection collision (RFC 4271 §6.8): the driver keeps the other connection.
+    /// This one is dropped quietly (no Down, no back-off); a `TcpConnected` for the
+    /// kept connection follows.
+    ConnectionReplaced,
 }
 
 /// Why a session went down.
@@ -344,6 +348,14 @@ impl Session {
                 out.extend(updates.into_iter().map(Action::Send));
                 self.restart_keepalive(&mut out);
             }
+            Event::ConnectionReplaced
+                if matches!(
+                    self.state,
+                    State::Connect | State::Active | State::OpenSent | State::OpenConfirm
+                ) =>
+            {
+                self.drop_connection_quietly(&mut out)
+            }
             Event::SendBlocked if !self.send_blocked && self.state != State::Idle => {
                 self.send_blocked = true;
                 out.push(Action::StartTimer(Timer::SendHold, self.cfg.send_hold()));
@@ -445,6 +457,28 @@ impl Session {
         self.go_idle(out, DownReason::NotificationSent(n.to_string()), now);
     }
 
+    /// Collision resolution ends this connection, not the session: back to Active with
+    /// no Down and no back-off, retrying unless the kept connection takes over first.
+    fn drop_connection_quietly(&mut self, out: &mut Vec<Action>) {
+        out.push(Action::Disconnect);
+        for t in [
+            Timer::Hold,
+            Timer::Keepalive,
+            Timer::DelayOpen,
+            Timer::SendHold,
+        ] {
+            out.push(Action::StopTimer(t));
+        }
+        out.push(Action::StartTimer(
+            Timer::ConnectRetry,
+            self.cfg.connect_retry,
+        ));
+        self.buf.clear();
+        self.negotiated = None;
+        self.send_blocked = false;
+        self.set(out, State::Active);
+    }
+
     fn go_idle(&mut self, out: &mut Vec<Action>, reason: DownReason, now: Instant) {
         if self.state == State::Idle {
             return;
@@ -512,6 +546,13 @@ impl Session {
             data: Bytes::new(),
         };
         match (self.state, m) {
+            (State::OpenSent | State::OpenConfirm, Message::Notification(n))
+                if n.code == code::CEASE
+                    && n.subcode == cease_subcode::CONNECTION_COLLISION_RESOLUTION =>
+            {
+                // The peer kept the other connection (RFC 4271 §6.8); the session goes on there.
+                self.drop_connection_quietly(out);
+            }
             (_, Message::Notification(n)) => {
                 self.go_idle(out, DownReason::NotificationReceived(n.to_string()), now);
             }

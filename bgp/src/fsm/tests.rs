@@ -517,3 +517,65 @@ fn negotiation_intersects_capabilities_per_direction() {
     );
     assert!(n.rx.add_path_ipv4 && !n.tx.add_path_ipv4);
 }
+
+#[test]
+fn a_replaced_connection_goes_quietly_and_the_new_one_starts_over() {
+    let t0 = Instant::now();
+    let mut s = Session::new(cfg());
+    s.handle(Event::ManualStart, t0);
+    s.handle(Event::TcpConnected, t0);
+    assert_eq!(s.state(), State::OpenSent);
+    let a = s.handle(Event::ConnectionReplaced, t0);
+    assert!(a.contains(&Action::Disconnect));
+    assert!(
+        !a.iter()
+            .any(|x| matches!(x, Action::Down(_) | Action::StartTimer(Timer::IdleHold, _))),
+        "{a:?}"
+    );
+    assert_eq!(s.state(), State::Active);
+    let a = s.handle(Event::TcpConnected, t0);
+    assert!(matches!(sent(&a).as_slice(), [Message::Open(_)]));
+    // Not once Established: that connection is kept by the driver.
+    let mut s = established(t0);
+    assert!(s.handle(Event::ConnectionReplaced, t0).is_empty());
+}
+
+#[test]
+fn the_peer_resolving_a_collision_against_this_connection_is_not_a_failure() {
+    let t0 = Instant::now();
+    let mut s = Session::new(cfg());
+    s.handle(Event::ManualStart, t0);
+    s.handle(Event::TcpConnected, t0);
+    let n = Notification {
+        code: code::CEASE,
+        subcode: cease_subcode::CONNECTION_COLLISION_RESOLUTION,
+        data: Bytes::new(),
+    };
+    let a = s.handle(
+        Event::Received(
+            Message::Notification(n)
+                .encode(&CodecOptions::default())
+                .unwrap_or_default(),
+        ),
+        t0,
+    );
+    assert!(!a.iter().any(|x| matches!(x, Action::Down(_))), "{a:?}");
+    assert_eq!(timer(&a, Timer::ConnectRetry), Some(Duration::from_secs(2)));
+    assert_eq!(s.state(), State::Active);
+    // The same Cease once Established ends the session as usual.
+    let mut s = established(t0);
+    let n = Notification {
+        code: code::CEASE,
+        subcode: cease_subcode::CONNECTION_COLLISION_RESOLUTION,
+        data: Bytes::new(),
+    };
+    let a = s.handle(
+        Event::Received(
+            Message::Notification(n)
+                .encode(&CodecOptions::default())
+                .unwrap_or_default(),
+        ),
+        t0,
+    );
+    assert!(a.iter().any(|x| matches!(x, Action::Down(_))));
+}

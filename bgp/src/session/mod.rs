@@ -7,6 +7,7 @@
 //! peer pushes back on the RIB instead of growing memory, and the state machine's send
 //! hold timer drops a peer that stops reading altogether.
 
+pub mod listener;
 pub mod sockopt;
 
 use std::collections::HashMap;
@@ -21,7 +22,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::fsm::{Action, DownReason, Event, Negotiated, Session, SessionConfig, State, Timer};
-use crate::wire::{RouteRefresh, Update};
+use crate::wire::notification::{cease_subcode, code};
+use crate::wire::{
+    frame_len, CodecOptions, Message, Notification, RouteRefresh, Update, MAX_MESSAGE_LEN,
+};
 
 /// How to reach one peer.
 #[derive(Debug, Clone)]
@@ -160,6 +164,11 @@ struct Driver {
     events: mpsc::Sender<SessionEvent>,
     timers: HashMap<Timer, Instant>,
     conn: Option<TcpStream>,
+    /// Whether `conn` is the connection we opened (for collision resolution).
+    conn_outgoing: bool,
+    /// A connection from the peer that arrived while ours was in progress, waiting for
+    /// its OPEN to decide which one stays (RFC 4271 §6.8).
+    pending: Option<(TcpStream, BytesMut)>,
     connecting: Option<Connecting>,
     out: BytesMut,
     blocked: bool,
@@ -177,6 +186,8 @@ async fn run(
         events,
         timers: HashMap::new(),
         conn: None,
+        conn_outgoing: false,
+        pending: None,
         connecting: None,
         out: BytesMut::new(),
         blocked: false,
@@ -191,22 +202,38 @@ async fn run(
                 Some(Command::Stop(text)) => Event::ManualStop(text),
                 Some(Command::SendUpdates(u)) => Event::SendUpdates(u),
                 Some(Command::Incoming(s)) => {
-                    if d.conn.is_some() || !matches!(d.fsm.state(), State::Connect | State::Active) {
-                        // Collision resolution between two live connections is not done
-                        // yet: keep the one we have.
-                        drop(s);
+                    // Adopt at once only when we are not connecting ourselves: if we are,
+                    // the peer may be adopting our connection right now, and dropping it
+                    // would kill both (both sides must apply the same rule, §6.8).
+                    if d.conn.is_none() && d.connecting.is_none() && matches!(d.fsm.state(), State::Connect | State::Active) {
+                        d.connecting = None;
+                        d.conn = Some(s);
+                        d.conn_outgoing = false;
+                        Event::TcpConnected
+                    } else if d.fsm.state() == State::Established || d.fsm.state() == State::Idle {
+                        reject(&s);
+                        continue;
+                    } else {
+                        d.pending = Some((s, BytesMut::new()));
                         continue;
                     }
-                    d.connecting = None;
-                    d.conn = Some(s);
-                    Event::TcpConnected
                 }
+            },
+            r = async { match d.pending.as_ref() { Some((p, _)) => p.readable().await, None => std::future::pending().await } }, if d.pending.is_some() => {
+                if r.is_err() || !d.read_pending(&mut buf) {
+                    d.pending = None;
+                    continue;
+                }
+                let Some(Some((stream, acc))) = d.collision() else { continue };
+                d.switch_to(stream, acc).await;
+                continue;
             },
             r = async { match d.connecting.as_mut() { Some(f) => f.await, None => std::future::pending().await } }, if d.connecting.is_some() => {
                 d.connecting = None;
                 match r {
                     Ok(s) => {
                         d.conn = Some(s);
+                        d.conn_outgoing = true;
                         Event::TcpConnected
                     }
                     Err(_) => Event::TcpFailed,
@@ -239,13 +266,105 @@ async fn run(
         };
         let stop = matches!(event, Event::ManualStop(_)) && commands.is_closed();
         d.feed(event).await;
+        // A parked connection may be decidable now that ours connected or failed.
+        if d.pending.is_some() {
+            if let Some(Some((stream, acc))) = d.collision() {
+                d.switch_to(stream, acc).await;
+            }
+        }
         if stop {
             return;
         }
     }
 }
 
+/// Closes a connection we do not want with Cease / Connection Collision Resolution.
+fn reject(s: &TcpStream) {
+    let n = Notification {
+        code: code::CEASE,
+        subcode: cease_subcode::CONNECTION_COLLISION_RESOLUTION,
+        data: Bytes::new(),
+    };
+    if let Ok(b) = Message::Notification(n).encode(&CodecOptions::default()) {
+        let _ = s.try_write(&b);
+    }
+}
+
 impl Driver {
+    /// Reads what the pending connection has; false if it closed or failed.
+    fn read_pending(&mut self, buf: &mut [u8]) -> bool {
+        let Some((s, acc)) = self.pending.as_mut() else {
+            return false;
+        };
+        match s.try_read(buf) {
+            Ok(0) => false,
+            Ok(n) => {
+                acc.extend_from_slice(buf.get(..n).unwrap_or_default());
+                true
+            }
+            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+        }
+    }
+
+    /// Once the pending connection's OPEN is in, keeps one connection (the one opened by
+    /// the side with the higher BGP identifier). Returns `Some(Some(..))` with the new
+    /// connection and what it already received when it wins, `Some(None)` when it lost
+    /// and was closed, `None` while its OPEN is incomplete.
+    fn collision(&mut self) -> Option<Option<(TcpStream, BytesMut)>> {
+        let (_, acc) = self.pending.as_ref()?;
+        let len = match frame_len(acc, MAX_MESSAGE_LEN) {
+            Ok(Some(len)) if len <= acc.len() => len,
+            Ok(_) => return None,
+            Err(_) => {
+                self.pending = None;
+                return None;
+            }
+        };
+        let open = match acc
+            .get(..len)
+            .map(|b| Message::decode(Bytes::copy_from_slice(b), &CodecOptions::default()))
+        {
+            Some(Ok(Message::Open(o))) => o,
+            _ => {
+                self.pending = None;
+                return None;
+            }
+        };
+        let local_wins = u32::from(self.cfg.fsm.router_id) > u32::from(open.bgp_id);
+        let state = self.fsm.state();
+        let decision = if matches!(state, State::Established | State::Idle) {
+            false
+        } else if self.conn.is_none() {
+            if self.connecting.is_some() && local_wins {
+                // Ours should win but is not connected yet: decide when it is.
+                return None;
+            }
+            true
+        } else {
+            // Keep the connection opened by the side with the higher identifier.
+            local_wins != self.conn_outgoing
+        };
+        let (stream, acc) = self.pending.take()?;
+        if !decision {
+            reject(&stream);
+            return Some(None);
+        }
+        if let Some(old) = self.conn.as_ref() {
+            reject(old);
+        }
+        Some(Some((stream, acc)))
+    }
+
+    /// Makes `stream` the session's connection, with what it already received.
+    async fn switch_to(&mut self, stream: TcpStream, acc: BytesMut) {
+        self.feed(Event::ConnectionReplaced).await;
+        self.connecting = None;
+        self.conn = Some(stream);
+        self.conn_outgoing = false;
+        self.feed(Event::TcpConnected).await;
+        self.feed(Event::Received(acc.freeze())).await;
+    }
+
     /// Feeds an event and carries out the actions (which may produce more events).
     async fn feed(&mut self, first: Event) {
         let mut pending = vec![first];

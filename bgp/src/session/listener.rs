@@ -1,0 +1,102 @@
+//! The passive side: one TCP listener (port 179 unless configured) that hands each
+//! accepted connection to the session of its source address. A connection from an
+//! address that is not a configured peer is closed at once and reported once as data
+//! (the daemon logs it), so a scanner cannot cause an error storm.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, RwLock};
+
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::mpsc;
+
+use super::{sockopt, Command, SessionHandle};
+
+/// A connection the listener refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// Who connected.
+    pub from: SocketAddr,
+}
+
+/// A bound listener and the sessions it serves.
+#[derive(Debug)]
+pub struct Listener {
+    listener: TcpListener,
+    peers: Arc<RwLock<HashMap<IpAddr, SessionHandle>>>,
+}
+
+/// IPv4 peers reach a dual-stack socket as IPv4-mapped IPv6 addresses.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+impl Listener {
+    /// Binds and listens on `addr` (e.g. `0.0.0.0:179` or `[::]:179`).
+    pub fn bind(addr: SocketAddr) -> io::Result<Listener> {
+        let sock = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        sock.set_reuseaddr(true)?;
+        sock.bind(addr)?;
+        Ok(Listener {
+            listener: sock.listen(1024)?,
+            peers: Arc::new(RwLock::new(HashMap::new())),
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts connections from `handle.peer`'s address, signed with `password` if set
+    /// (TCP-MD5 must be configured on the listening socket before the peer's SYN).
+    pub fn add_peer(&self, handle: SessionHandle, password: Option<&str>) -> io::Result<()> {
+        if let Some(pw) = password {
+            sockopt::set_md5(&self.listener, handle.peer.ip(), pw)?;
+        }
+        if let Ok(mut map) = self.peers.write() {
+            map.insert(canonical(handle.peer.ip()), handle);
+        }
+        Ok(())
+    }
+
+    /// Stops accepting connections from `peer`.
+    pub fn remove_peer(&self, peer: IpAddr) {
+        if let Ok(mut map) = self.peers.write() {
+            map.remove(&canonical(peer));
+        }
+    }
+
+    /// Runs the accept loop until the task is dropped; refused connections are
+    /// reported on `refused` (dropped if that channel is full).
+    pub async fn run(self, refused: mpsc::Sender<Refused>) {
+        loop {
+            let Ok((stream, from)) = self.listener.accept().await else {
+                continue;
+            };
+            let handle = self
+                .peers
+                .read()
+                .ok()
+                .and_then(|m| m.get(&canonical(from.ip())).cloned());
+            match handle {
+                Some(h) => {
+                    // The session may have ended; then the connection just closes.
+                    let _ = h.send(Command::Incoming(stream)).await;
+                }
+                None => {
+                    drop(stream);
+                    let _ = refused.try_send(Refused { from });
+                }
+            }
+        }
+    }
+}
