@@ -36,15 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let cap = tern::capture::read_pcap(&std::fs::read(&f)?, &f.display().to_string())?;
-        let inputs = cap
-            .messages
-            .into_iter()
-            .map(|m| Input {
-                flow: Some(m.flow),
-                timestamp: Some(m.timestamp),
-                bytes: m.bytes,
-            })
-            .collect();
+        let inputs = cap.messages.into_iter().map(Input::from).collect();
         let mut seen = std::collections::HashSet::new();
         for d in decode_all(inputs, Overrides::default()) {
             let Some(bytes) = hex_to_bytes(&d.hex) else {

@@ -88,6 +88,16 @@ pub struct Input {
     pub bytes: Bytes,
 }
 
+impl From<crate::capture::CapturedMessage> for Input {
+    fn from(m: crate::capture::CapturedMessage) -> Input {
+        Input {
+            flow: Some(m.flow),
+            timestamp: Some(m.timestamp),
+            bytes: m.bytes,
+        }
+    }
+}
+
 /// Decodes every message, learning each connection's options from its OPENs.
 pub fn decode_all(inputs: Vec<Input>, overrides: Overrides) -> Vec<Decoded> {
     let no_flow = Flow {

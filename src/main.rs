@@ -106,14 +106,7 @@ fn run_decode(a: DecodeArgs) -> ExitCode {
         Format::Pcap => match capture::read_pcap(&data, &name) {
             Ok(c) => {
                 warnings = c.warnings;
-                c.messages
-                    .into_iter()
-                    .map(|m| Input {
-                        flow: Some(m.flow),
-                        timestamp: Some(m.timestamp),
-                        bytes: m.bytes,
-                    })
-                    .collect()
+                c.messages.into_iter().map(Input::from).collect()
             }
             Err(e) => {
                 eprintln!("tern decode: {e}");

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use proptest::collection::vec;
 use proptest::prelude::*;
+use tern_bgp::fuzzing::without_findings;
 use tern_bgp::wire::pack::{self, NextHop};
 use tern_bgp::wire::*;
 
@@ -399,14 +400,4 @@ fn reencode_is_stable(o: &CodecOptions, msg: Message) -> Result<(), TestCaseErro
         );
     }
     Ok(())
-}
-
-fn without_findings(m: Message) -> Message {
-    match m {
-        Message::Update(u) => Message::Update(Update {
-            errors: Vec::new(),
-            ..u
-        }),
-        m => m,
-    }
 }

@@ -18,16 +18,13 @@ pub const BIRD_IBGP: &str = "203.0.113.4";
 /// Reads a capture and decodes every message.
 pub fn decode_capture(bytes: &[u8], name: &str) -> (Vec<Decoded>, Vec<String>) {
     let cap = tern::capture::read_pcap(bytes, name).unwrap_or_else(|e| panic!("{e}"));
-    let inputs = cap
-        .messages
-        .into_iter()
-        .map(|m| Input {
-            flow: Some(m.flow),
-            timestamp: Some(m.timestamp),
-            bytes: m.bytes,
-        })
-        .collect();
+    let inputs = cap.messages.into_iter().map(Input::from).collect();
     (decode_all(inputs, Overrides::default()), cap.warnings)
+}
+
+/// Values as the strings a person reads (`64502:200`).
+fn texts<T: ToString>(v: &[T]) -> Vec<String> {
+    v.iter().map(|c| c.to_string()).collect()
 }
 
 fn from(d: &Decoded, ip: &str) -> bool {
@@ -144,22 +141,8 @@ pub fn check_lab_capture(all: &[Decoded]) {
         .iter()
         .find(|u| announces(u, "198.18.2.0/24"))
         .unwrap_or_else(|| panic!("GoBGP never announced 198.18.2.0/24"));
-    assert_eq!(
-        u.attributes
-            .communities
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>(),
-        ["64502:200"]
-    );
-    assert_eq!(
-        u.attributes
-            .large_communities
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>(),
-        ["64502:2:2"]
-    );
+    assert_eq!(texts(&u.attributes.communities), ["64502:200"]);
+    assert_eq!(texts(&u.attributes.large_communities), ["64502:2:2"]);
     assert!(
         g.iter().any(|u| withdraws(u, "198.18.2.64/26")),
         "GoBGP withdrawal of 198.18.2.64/26"
@@ -184,22 +167,8 @@ pub fn check_lab_capture(all: &[Decoded]) {
         .iter()
         .find(|u| announces(u, "198.18.1.0/24"))
         .unwrap_or_else(|| panic!("BIRD never announced 198.18.1.0/24"));
-    assert_eq!(
-        u.attributes
-            .large_communities
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>(),
-        ["64501:1:2"]
-    );
-    assert_eq!(
-        u.attributes
-            .extended_communities
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>(),
-        ["rt:64501:7"]
-    );
+    assert_eq!(texts(&u.attributes.large_communities), ["64501:1:2"]);
+    assert_eq!(texts(&u.attributes.extended_communities), ["rt:64501:7"]);
     assert!(
         b.iter().any(|u| u
             .mp_reach
