@@ -20,7 +20,8 @@ use ipnet::IpNet;
 use super::{BestChange, Path};
 use crate::wire::pack::{self, NextHop};
 use crate::wire::{
-    AsPath, CodecOptions, Community, EncodeError, Family, MpNextHop, Nlri, PathAttributes,
+    AsPath, CodecOptions, Community, EncodeError, Family, Message, MpNextHop, Nlri, PathAttributes,
+    RefreshSubtype, RouteRefresh,
 };
 
 /// How routes are sent to one peer.
@@ -158,6 +159,45 @@ impl AdjRibOut {
         self.sent.get(prefix).map(|e| e.as_ref())
     }
 
+    /// Answers a ROUTE-REFRESH for `family`: everything the peer has in that family
+    /// again, packed; with enhanced route refresh (RFC 7313) between BoRR and EoRR so
+    /// the peer can drop what was not repeated.
+    pub fn refresh(
+        &self,
+        family: Family,
+        tx: &CodecOptions,
+        enhanced: bool,
+    ) -> Result<Vec<Bytes>, EncodeError> {
+        let v4 = family == Family::IPV4_UNICAST;
+        let mut groups: HashMap<Arc<Exported>, Vec<Nlri>> = HashMap::new();
+        for (prefix, e) in self.sent.iter().filter(|(p, _)| p.addr().is_ipv4() == v4) {
+            groups
+                .entry(Arc::clone(e))
+                .or_default()
+                .push(Nlri::new(*prefix));
+        }
+        let mut out = Vec::new();
+        let marker = |sub: RefreshSubtype| {
+            Message::RouteRefresh(RouteRefresh {
+                family,
+                subtype: sub,
+            })
+            .encode(tx)
+        };
+        if enhanced {
+            out.push(marker(RefreshSubtype::BeginningOfRibRefresh)?);
+        }
+        let mut groups: Vec<(Arc<Exported>, Vec<Nlri>)> = groups.into_iter().collect();
+        groups.sort_by_key(|(_, l)| l.first().map(|n| n.prefix));
+        for (e, list) in groups {
+            self.encode_group(&e, &list, tx, &mut out)?;
+        }
+        if enhanced {
+            out.push(marker(RefreshSubtype::EndOfRibRefresh)?);
+        }
+        Ok(out)
+    }
+
     /// Applies Loc-RIB changes and returns the UPDATEs to send, encoded with the
     /// session's `tx` options: prefixes that share attributes and next hop packed
     /// together, withdrawals packed per family.
@@ -202,49 +242,60 @@ impl AdjRibOut {
         let mut groups: Vec<(Arc<Exported>, Vec<Nlri>)> = announce.into_iter().collect();
         groups.sort_by_key(|(_, l)| l.first().map(|n| n.prefix));
         for (e, list) in groups {
-            let v4_prefix = list.first().is_some_and(|n| n.prefix.addr().is_ipv4());
-            let (family, nh) = match (v4_prefix, e.next_hop) {
-                (true, IpAddr::V4(a)) => {
-                    let attrs = PathAttributes {
-                        next_hop: Some(a),
-                        ..e.attrs.clone()
-                    };
-                    pack::announcements(
-                        &attrs,
-                        Family::IPV4_UNICAST,
-                        &NextHop::Classic,
-                        &list,
-                        tx,
-                        &mut out,
-                    )?;
-                    continue;
-                }
-                (true, IpAddr::V6(g)) => (
-                    Family::IPV4_UNICAST,
-                    MpNextHop::V6 {
-                        global: g,
-                        link_local: None,
-                    },
-                ),
-                (false, IpAddr::V6(g)) => (
-                    Family::IPV6_UNICAST,
-                    MpNextHop::V6 {
-                        global: g,
-                        link_local: None,
-                    },
-                ),
-                // An IPv6 route over an IPv4 next hop: the IPv4-mapped form, as FRR sends it.
-                (false, IpAddr::V4(a)) => (
-                    Family::IPV6_UNICAST,
-                    MpNextHop::V6 {
-                        global: a.to_ipv6_mapped(),
-                        link_local: None,
-                    },
-                ),
-            };
-            pack::announcements(&e.attrs, family, &NextHop::Mp(nh), &list, tx, &mut out)?;
+            self.encode_group(&e, &list, tx, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// Packs prefixes sharing one export into UPDATEs, choosing classic or MP encoding
+    /// from the prefix and next-hop families.
+    fn encode_group(
+        &self,
+        e: &Exported,
+        list: &[Nlri],
+        tx: &CodecOptions,
+        out: &mut Vec<Bytes>,
+    ) -> Result<(), EncodeError> {
+        let v4_prefix = list.first().is_some_and(|n| n.prefix.addr().is_ipv4());
+        let (family, nh) = match (v4_prefix, e.next_hop) {
+            (true, IpAddr::V4(a)) => {
+                let attrs = PathAttributes {
+                    next_hop: Some(a),
+                    ..e.attrs.clone()
+                };
+                return pack::announcements(
+                    &attrs,
+                    Family::IPV4_UNICAST,
+                    &NextHop::Classic,
+                    list,
+                    tx,
+                    out,
+                );
+            }
+            (true, IpAddr::V6(g)) => (
+                Family::IPV4_UNICAST,
+                MpNextHop::V6 {
+                    global: g,
+                    link_local: None,
+                },
+            ),
+            (false, IpAddr::V6(g)) => (
+                Family::IPV6_UNICAST,
+                MpNextHop::V6 {
+                    global: g,
+                    link_local: None,
+                },
+            ),
+            // An IPv6 route over an IPv4 next hop: the IPv4-mapped form, as FRR sends it.
+            (false, IpAddr::V4(a)) => (
+                Family::IPV6_UNICAST,
+                MpNextHop::V6 {
+                    global: a.to_ipv6_mapped(),
+                    link_local: None,
+                },
+            ),
+        };
+        pack::announcements(&e.attrs, family, &NextHop::Mp(nh), list, tx, out)
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod decision;
 pub mod export;
+pub mod import;
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
@@ -163,8 +164,44 @@ impl Rib {
         &mut self.attrs
     }
 
-    /// Applies an UPDATE from `source`. A treat-as-withdraw UPDATE (RFC 7606) withdraws
-    /// what it announces. Returns the Loc-RIB changes.
+    /// Applies an UPDATE from `source` after the import checks of `policy`: a route that
+    /// fails them is treated as withdrawn, and the reason is returned with the changes.
+    pub fn import_update(
+        &mut self,
+        source: &Arc<PeerSource>,
+        u: &Update,
+        policy: &import::ImportPolicy,
+    ) -> (Vec<BestChange>, Option<import::Rejection>) {
+        let announces =
+            !u.nlri.is_empty() || u.mp_reach.as_ref().is_some_and(|m| !m.nlri.is_empty());
+        match import::check(&u.attributes, policy) {
+            Err(r) if announces => {
+                let withdraw = Update {
+                    withdrawn: u.withdrawn.iter().chain(&u.nlri).copied().collect(),
+                    mp_unreach: u.mp_reach.as_ref().map(|m| crate::wire::MpUnreach {
+                        family: m.family,
+                        withdrawn: m.nlri.clone(),
+                        unparsed: None,
+                    }),
+                    ..Update::default()
+                };
+                let mut changes = self.apply_update(source, &withdraw);
+                // Withdrawals the UPDATE carried in MP_UNREACH still apply.
+                if let Some(m) = &u.mp_unreach {
+                    let w = Update {
+                        mp_unreach: Some(m.clone()),
+                        ..Update::default()
+                    };
+                    changes.extend(self.apply_update(source, &w));
+                }
+                (changes, Some(r))
+            }
+            _ => (self.apply_update(source, u), None),
+        }
+    }
+
+    /// Applies an UPDATE from `source` with no import checks. A treat-as-withdraw UPDATE
+    /// (RFC 7606) withdraws what it announces. Returns the Loc-RIB changes.
     pub fn apply_update(&mut self, source: &Arc<PeerSource>, u: &Update) -> Vec<BestChange> {
         let mut touched: Vec<IpNet> = Vec::new();
         let withdrawn = u

@@ -375,3 +375,37 @@ fn a_peer_going_down_hands_over_to_the_next_best() {
     );
     assert_eq!(rib.len(), 2);
 }
+
+#[test]
+fn a_route_failing_import_checks_replaces_the_earlier_one_as_a_withdrawal() {
+    let a = source("198.51.100.2", 2, 64601, true);
+    let policy = import::ImportPolicy {
+        local_as: 64512,
+        allowas_in: 0,
+        ebgp: true,
+        peer_as: 64601,
+        router_id: Ipv4Addr::new(198, 51, 100, 1),
+        cluster_id: None,
+    };
+    let mut rib = Rib::new(1);
+    let (c, r) = rib.import_update(&a, &announce(&["198.18.0.0/26"], attrs(&[64601])), &policy);
+    assert_eq!((c.len(), r), (1, None));
+    let (c, r) = rib.import_update(
+        &a,
+        &announce(&["198.18.0.0/26"], attrs(&[64601, 64512])),
+        &policy,
+    );
+    assert_eq!(
+        r,
+        Some(import::Rejection::AsPathLoop {
+            count: 1,
+            allowed: 0
+        })
+    );
+    assert_eq!(
+        c.first().map(|c| c.now.is_none()),
+        Some(true),
+        "the earlier path is gone"
+    );
+    assert!(rib.is_empty());
+}

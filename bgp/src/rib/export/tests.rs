@@ -299,3 +299,49 @@ fn adj_rib_out_packs_sends_once_and_withdraws() {
     assert_eq!(ups[0].withdrawn.len(), 2);
     assert_eq!(out.len(), 49);
 }
+
+#[test]
+fn route_refresh_resends_one_family_between_borr_and_eorr() {
+    let mut out = AdjRibOut::new(policy("203.0.113.9", true));
+    let tx = CodecOptions::modern();
+    let s = src("198.51.100.2", false, false);
+    let changes: Vec<BestChange> = (0..3)
+        .map(|i| {
+            change(
+                &format!("198.18.{i}.0/26"),
+                Some(path(Arc::clone(&s), attrs())),
+            )
+        })
+        .chain([change(
+            "2001:db8:5::/64",
+            Some(path(src("2001:db8::5", false, false), attrs())),
+        )])
+        .collect();
+    let _ = out.apply(&changes, &tx).unwrap_or_default();
+    let msgs = out
+        .refresh(Family::IPV4_UNICAST, &tx, true)
+        .unwrap_or_default();
+    let kinds: Vec<String> = msgs
+        .iter()
+        .filter_map(|m| Message::decode(m.clone(), &tx).ok())
+        .map(|m| match m {
+            Message::RouteRefresh(r) => format!("{:?}", r.subtype),
+            Message::Update(u) => format!("UPDATE {}", u.nlri.len()),
+            other => other.kind().to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["BeginningOfRibRefresh", "UPDATE 3", "EndOfRibRefresh"]
+    );
+    let plain = out
+        .refresh(Family::IPV6_UNICAST, &tx, false)
+        .unwrap_or_default();
+    assert_eq!(
+        decode(&plain)
+            .iter()
+            .map(|u| u.announced_count())
+            .sum::<usize>(),
+        1
+    );
+}
