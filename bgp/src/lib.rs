@@ -9,6 +9,8 @@ pub mod fsm;
 pub mod rib;
 #[cfg(feature = "session")]
 pub mod session;
+#[cfg(feature = "session")]
+pub mod speaker;
 pub mod wire;
 
 #[doc(hidden)]

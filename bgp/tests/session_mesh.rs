@@ -127,7 +127,11 @@ async fn node(me: Ipv4Addr, other: Ipv4Addr, route: &str, want: &str, rogue: boo
             }
             Some(SessionEvent::Down { reason, .. }) => {
                 eprintln!("DOWN at {me}: {reason} (ups so far {})", o.ups);
-                o.downs += 1
+                // A connection lost while collisions are resolved, before the session
+                // was ever up, is not a flap; a Down after Up is.
+                if o.ups > 0 {
+                    o.downs += 1;
+                }
             }
             Some(SessionEvent::Update { update, .. }) => {
                 if update.nlri.iter().any(|n| n.prefix.to_string() == want) {

@@ -1,0 +1,248 @@
+//! Two tern speakers and BIRD on one LAN in namespaces: BIRD (AS 64513) peers with tern
+//! A (AS 64512), which peers with tern B (AS 64514). Routes flow through A both ways
+//! with the export rules applied (AS prepend, next hop self), A's own route reaches
+//! both, and withdrawing it removes it from B. Skips without root or BIRD; fails under
+//! CI=true.
+
+#![cfg(target_os = "linux")]
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use tern_bgp::speaker::{self, PeerConfig, SpeakerCommand, SpeakerConfig, SpeakerEvent};
+use tern_bgp::wire::{Origin, PathAttributes};
+use tern_interop::netns::Netns;
+use tern_interop::peers::{Kind, Peer};
+
+const BIRD_CONF: &str = r#"log stderr all;
+router id 198.51.100.2;
+protocol device { }
+protocol static { ipv4; route 198.18.7.0/24 blackhole; }
+protocol bgp a {
+  local as 64513; neighbor 198.51.100.1 as 64512; hold time 9; keepalive time 3; connect retry time 1;
+  error wait time 1,4;
+  ipv4 { import all; export where source = RTS_STATIC; };
+}
+"#;
+
+fn peer(addr: [u8; 4], peer_as: u32, me: [u8; 4]) -> PeerConfig {
+    PeerConfig {
+        address: SocketAddr::new(IpAddr::V4(addr.into()), 179),
+        peer_as,
+        local_as: None,
+        local_address: Some(IpAddr::V4(me.into())),
+        local_v6: None,
+        hold_time: 9,
+        keepalive: None,
+        connect_retry: Duration::from_secs(1),
+        passive: false,
+        password: None,
+        ttl_security: None,
+        rr_client: false,
+        next_hop_self: false,
+        allowas_in: 0,
+    }
+}
+
+fn config(me: [u8; 4], asn: u32, peers: Vec<PeerConfig>) -> SpeakerConfig {
+    SpeakerConfig {
+        router_id: me.into(),
+        local_as: asn,
+        listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 179)),
+        cluster_id: None,
+        max_paths: 4,
+        peers,
+    }
+}
+
+fn own_attrs() -> PathAttributes {
+    PathAttributes {
+        origin: Some(Origin::Igp),
+        ..PathAttributes::default()
+    }
+}
+
+async fn routes(c: &tokio::sync::mpsc::Sender<SpeakerCommand>) -> Vec<(String, String, String)> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let _ = c.send(SpeakerCommand::Routes(tx)).await;
+    rx.await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(p, b)| {
+            let path = b
+                .best
+                .attrs
+                .as_path
+                .as_ref()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            (p.to_string(), path, b.best.next_hop.to_string())
+        })
+        .collect()
+}
+
+/// Node B: waits for BIRD's route via A and A's own route, then for A's withdrawal.
+async fn node_b() -> (Vec<(String, String, String)>, bool) {
+    let (etx, mut erx) = tokio::sync::mpsc::channel(256);
+    let cfg = config(
+        [198, 51, 100, 3],
+        64514,
+        vec![peer([198, 51, 100, 1], 64512, [198, 51, 100, 3])],
+    );
+    let c = speaker::spawn(cfg, etx)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = c
+        .send(SpeakerCommand::Originate {
+            prefix: "198.18.11.0/26".parse().unwrap_or_else(|e| panic!("{e}")),
+            attrs: own_attrs(),
+        })
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    let mut seen = Vec::new();
+    let mut withdrawn = false;
+    while tokio::time::Instant::now() < deadline {
+        let _ = tokio::time::timeout(Duration::from_millis(300), erx.recv()).await;
+        let now = routes(&c).await;
+        if now.iter().any(|r| r.0 == "198.18.7.0/24") && now.iter().any(|r| r.0 == "198.18.10.0/26")
+        {
+            seen = now.clone();
+        }
+        if !seen.is_empty() && !now.iter().any(|r| r.0 == "198.18.10.0/26") {
+            withdrawn = true;
+            break;
+        }
+    }
+    let _ = c.send(SpeakerCommand::Shutdown(None)).await;
+    (seen, withdrawn)
+}
+
+/// Node A: peers with BIRD and B, originates a route, and withdraws it once BIRD has
+/// learnt both A's and B's routes.
+async fn node_a(bird: &Peer) -> Vec<(String, String, String)> {
+    let (etx, mut erx) = tokio::sync::mpsc::channel(256);
+    let cfg = config(
+        [198, 51, 100, 1],
+        64512,
+        vec![
+            peer([198, 51, 100, 2], 64513, [198, 51, 100, 1]),
+            peer([198, 51, 100, 3], 64514, [198, 51, 100, 1]),
+        ],
+    );
+    let c = speaker::spawn(cfg, etx)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move { while erx.recv().await.is_some() {} });
+    let own: IpNet = "198.18.10.0/26".parse().unwrap_or_else(|e| panic!("{e}"));
+    let _ = c
+        .send(SpeakerCommand::Originate {
+            prefix: own,
+            attrs: own_attrs(),
+        })
+        .await;
+    let bird_has = |p: &str| bird.cli(&["show", "route", p, "all"]).unwrap_or_default();
+    let mut ok = false;
+    for _ in 0..150 {
+        let a = bird_has("198.18.10.0/26");
+        let b = bird_has("198.18.11.0/26");
+        if a.contains("BGP.as_path: 64512") && b.contains("BGP.as_path: 64512 64514") {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        ok,
+        "BIRD did not learn A's and B's routes through A:\n{}\n{}",
+        bird_has("198.18.10.0/26"),
+        bird.log()
+    );
+    let snapshot = routes(&c).await;
+    let _ = c.send(SpeakerCommand::Withdraw(own)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = c.send(SpeakerCommand::Shutdown(None)).await;
+    snapshot
+}
+
+#[test]
+fn routes_flow_through_a_tern_speaker_between_bird_and_another_tern() {
+    if let Err(reason) = tern_interop::lab_available() {
+        return tern_interop::skip_or_fail("speaker_lab", &reason);
+    }
+    if !tern_interop::have_program("bird") {
+        return tern_interop::skip_or_fail("speaker_lab", "bird is not installed");
+    }
+    let lan = Netns::create("tspk-lan").unwrap_or_else(|e| panic!("{e}"));
+    let nodes: Vec<Netns> = ["tspk-a", "tspk-bird", "tspk-b"]
+        .iter()
+        .map(|n| Netns::create(n).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    lan.ip(&["link", "add", "br0", "type", "bridge"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    lan.ip(&["link", "set", "br0", "up"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (i, ns) in nodes.iter().enumerate() {
+        let port = format!("p{i}");
+        lan.veth_to(&port, ns, "eth0")
+            .unwrap_or_else(|e| panic!("{e}"));
+        lan.ip(&["link", "set", &port, "master", "br0"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        ns.add_addr("eth0", &format!("198.51.100.{}/24", i + 1))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let bird =
+        Peer::start(Kind::Bird, &nodes[1], dir.path(), BIRD_CONF).unwrap_or_else(|e| panic!("{e}"));
+
+    let in_ns = |ns: &Netns| {
+        ns.enter_current_thread().unwrap_or_else(|e| panic!("{e}"));
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (a_routes, (b_routes, withdrawn)) = std::thread::scope(|s| {
+        let ta = s.spawn(|| in_ns(&nodes[0]).block_on(node_a(&bird)));
+        let tb = s.spawn(|| in_ns(&nodes[2]).block_on(node_b()));
+        (
+            ta.join().unwrap_or_else(|_| panic!("node a panicked")),
+            tb.join().unwrap_or_else(|_| panic!("node b panicked")),
+        )
+    });
+    let find = |v: &[(String, String, String)], p: &str| v.iter().find(|r| r.0 == p).cloned();
+    assert_eq!(
+        find(&a_routes, "198.18.7.0/24"),
+        Some((
+            "198.18.7.0/24".into(),
+            "64513".into(),
+            "198.51.100.2".into()
+        ))
+    );
+    assert_eq!(
+        find(&a_routes, "198.18.11.0/26"),
+        Some((
+            "198.18.11.0/26".into(),
+            "64514".into(),
+            "198.51.100.3".into()
+        ))
+    );
+    // At B: BIRD's route via A with A's AS prepended and A as next hop (eBGP), and A's own.
+    assert_eq!(
+        find(&b_routes, "198.18.7.0/24"),
+        Some((
+            "198.18.7.0/24".into(),
+            "64512 64513".into(),
+            "198.51.100.1".into()
+        ))
+    );
+    assert_eq!(
+        find(&b_routes, "198.18.10.0/26"),
+        Some((
+            "198.18.10.0/26".into(),
+            "64512".into(),
+            "198.51.100.1".into()
+        ))
+    );
+    assert!(withdrawn, "A's withdrawal did not reach B");
+}
