@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use ipnet::IpNet;
-use tern_bgp::speaker::{self, PeerConfig, SpeakerCommand, SpeakerConfig, SpeakerEvent};
+use tern_bgp::speaker::{self, PeerConfig, SpeakerCommand, SpeakerConfig};
 use tern_bgp::wire::{Origin, PathAttributes};
 use tern_interop::netns::Netns;
 use tern_interop::peers::{Kind, Peer};
