@@ -15,7 +15,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::fsm::{Negotiated, SessionConfig};
+use crate::fsm::{DownReason, Negotiated, SessionConfig};
 use crate::rib::export::{AdjRibOut, ExportPolicy};
 use crate::rib::import::ImportPolicy;
 use crate::rib::{Best, BestChange, PeerSource, Rib};
@@ -114,6 +114,12 @@ struct Peer {
     handle: SessionHandle,
     source: Option<Arc<PeerSource>>,
     out: Option<(AdjRibOut, CodecOptions, bool)>,
+    /// The peer's graceful restart capability from the last session.
+    graceful_restart: Option<GracefulRestart>,
+    /// Families whose routes are stale, kept while the peer restarts (RFC 4724 helper).
+    stale: Vec<Family>,
+    /// Counts restarts, so the timer of an earlier restart cannot end a later one.
+    restart_gen: u64,
 }
 
 /// Starts the speaker; returns its command channel. Sessions start at once.
@@ -162,6 +168,9 @@ pub async fn spawn(
                 handle,
                 source: None,
                 out: None,
+                graceful_restart: None,
+                stale: Vec::new(),
+                restart_gen: 0,
             },
         );
     }
@@ -177,14 +186,16 @@ pub async fn spawn(
         rr_client: false,
         local: true,
     });
+    let (gtx, grx) = mpsc::channel(16);
     let task = Task {
         rib: Rib::new(cfg.max_paths),
         cfg,
         peers,
         events,
         me,
+        restart_timers: gtx,
     };
-    tokio::spawn(task.run(crx, srx, rrx));
+    tokio::spawn(task.run(crx, srx, rrx, grx));
     Ok(ctx)
 }
 
@@ -217,6 +228,24 @@ struct Task {
     peers: HashMap<IpAddr, Peer>,
     events: mpsc::Sender<SpeakerEvent>,
     me: Arc<PeerSource>,
+    /// Restart timers of peers we help through a graceful restart report here.
+    restart_timers: mpsc::Sender<(IpAddr, u64)>,
+}
+
+/// Whether a session that went down this way keeps its routes while the peer restarts
+/// (RFC 4724 §4.2): only a lost connection does. A NOTIFICATION either way ends graceful
+/// restart because we do not advertise the RFC 8538 N bit, and an administrative stop
+/// never keeps routes.
+fn keeps_routes(reason: &DownReason) -> bool {
+    matches!(reason, DownReason::ConnectionLost)
+}
+
+/// The families the peer's graceful restart capability covers: only those keep routes.
+fn gr_families(gr: &GracefulRestart) -> Vec<Family> {
+    [Family::IPV4_UNICAST, Family::IPV6_UNICAST]
+        .into_iter()
+        .filter(|f| gr.families.iter().any(|g| g.family == *f))
+        .collect()
 }
 
 impl Task {
@@ -225,9 +254,16 @@ impl Task {
         mut commands: mpsc::Receiver<SpeakerCommand>,
         mut sessions: mpsc::Receiver<SessionEvent>,
         mut refused: mpsc::Receiver<Refused>,
+        mut restart_expired: mpsc::Receiver<(IpAddr, u64)>,
     ) {
         loop {
             tokio::select! {
+                Some((ip, generation)) = restart_expired.recv() => {
+                    let current = self.peers.get(&ip).is_some_and(|p| p.restart_gen == generation);
+                    if current {
+                        self.end_restart(ip, None).await;
+                    }
+                }
                 c = commands.recv() => match c {
                     None => return self.shutdown(None).await,
                     Some(SpeakerCommand::Shutdown(text)) => return self.shutdown(text).await,
@@ -357,7 +393,28 @@ impl Task {
                         msgs.push(b);
                     }
                 }
+                // RFC 4724 §4.2: stale routes of a family whose forwarding state the
+                // peer did not keep (or with no graceful restart at all now) go at once.
+                let not_kept: Vec<Family> = match self.peers.get(&peer.ip()) {
+                    Some(p) => p
+                        .stale
+                        .iter()
+                        .copied()
+                        .filter(|f| {
+                            !negotiated.peer_graceful_restart.as_ref().is_some_and(|g| {
+                                g.families
+                                    .iter()
+                                    .any(|x| x.family == *f && x.forwarding_preserved)
+                            })
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                };
+                for f in not_kept {
+                    self.end_restart(peer.ip(), Some(f)).await;
+                }
                 if let Some(p) = self.peers.get_mut(&peer.ip()) {
+                    p.graceful_restart = negotiated.peer_graceful_restart.clone();
                     p.source = Some(source);
                     p.out = Some((out, negotiated.tx, negotiated.enhanced_route_refresh));
                     let _ = p.handle.send(Command::SendUpdates(msgs)).await;
@@ -368,16 +425,51 @@ impl Task {
                     .await;
             }
             SessionEvent::Down { peer, reason } => {
-                if let Some(p) = self.peers.get_mut(&peer.ip()) {
+                let ip = peer.ip();
+                let mut kept = None;
+                if let Some(p) = self.peers.get_mut(&ip) {
+                    let was_up = p.source.is_some();
                     p.source = None;
                     p.out = None;
+                    match p.graceful_restart.as_ref() {
+                        Some(gr) if was_up && keeps_routes(&reason) => {
+                            p.stale = gr_families(gr);
+                            p.restart_gen += 1;
+                            kept = Some((gr.restart_time, p.restart_gen, p.stale.clone()));
+                        }
+                        // A session that never came up again leaves the earlier
+                        // restart (and its timer) as it was.
+                        _ if !was_up && !p.stale.is_empty() => {}
+                        _ => p.stale.clear(),
+                    }
                 }
-                let changes = self.rib.peer_down(peer.ip());
-                self.propagate(changes).await;
-                let _ = self
-                    .events
-                    .send(SpeakerEvent::PeerDown(peer, reason.to_string()))
-                    .await;
+                let text = match kept {
+                    Some((secs, generation, families)) => {
+                        self.rib.mark_stale(ip);
+                        // Families the capability did not list are not kept.
+                        for f in [Family::IPV4_UNICAST, Family::IPV6_UNICAST] {
+                            if !families.contains(&f) {
+                                let changes = self.rib.sweep_stale(ip, Some(f));
+                                self.propagate(changes).await;
+                            }
+                        }
+                        let timers = self.restart_timers.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(Duration::from_secs(u64::from(secs))).await;
+                            let _ = timers.send((ip, generation)).await;
+                        });
+                        format!("{reason}; graceful restart: keeping its routes for up to {secs} s")
+                    }
+                    None if self.peers.get(&ip).is_some_and(|p| !p.stale.is_empty()) => {
+                        format!("{reason}; still in graceful restart")
+                    }
+                    None => {
+                        let changes = self.rib.peer_down(ip);
+                        self.propagate(changes).await;
+                        reason.to_string()
+                    }
+                };
+                let _ = self.events.send(SpeakerEvent::PeerDown(peer, text)).await;
             }
             SessionEvent::Update { peer, update } => {
                 let Some(p) = self.peers.get(&peer.ip()) else {
@@ -395,6 +487,7 @@ impl Task {
                     router_id: self.cfg.router_id,
                     cluster_id: self.cfg.cluster_id,
                 };
+                let end_of_rib = update.end_of_rib_family();
                 let (changes, rejected) = self.rib.import_update(&source, &update, &policy);
                 if let Some(r) = rejected {
                     let _ = self
@@ -403,6 +496,9 @@ impl Task {
                         .await;
                 }
                 self.propagate(changes).await;
+                if let Some(f) = end_of_rib {
+                    self.end_restart(peer.ip(), Some(f)).await;
+                }
             }
             SessionEvent::RouteRefresh { peer, refresh } => {
                 let Some(p) = self.peers.get(&peer.ip()) else {
@@ -416,6 +512,22 @@ impl Task {
             }
             SessionEvent::StateChanged { .. } => {}
         }
+    }
+
+    /// The peer re-sent a family's routes (End-of-RIB), did not keep its forwarding
+    /// state, or its restart time ran out (`None`: every family): what it did not send
+    /// again is withdrawn.
+    async fn end_restart(&mut self, ip: IpAddr, family: Option<Family>) {
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
+        };
+        let before = p.stale.len();
+        p.stale.retain(|f| family.is_some_and(|x| x != *f));
+        if p.stale.len() == before {
+            return;
+        }
+        let changes = self.rib.sweep_stale(ip, family);
+        self.propagate(changes).await;
     }
 
     /// Sends Loc-RIB changes to every established peer and to the owner.

@@ -165,6 +165,11 @@ impl Peer {
             .unwrap_or_default()
     }
 
+    /// Kills the daemon as a crash would: no NOTIFICATION, the connection just drops.
+    pub fn kill(&mut self) {
+        self.daemon.kill();
+    }
+
     /// Stops the daemon now (it is also stopped on drop).
     pub fn stop(&mut self) {
         self.daemon.stop(Duration::from_secs(5));

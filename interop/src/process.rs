@@ -62,6 +62,14 @@ impl Daemon {
         }
     }
 
+    /// Kills it at once (SIGKILL), as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Stops it: SIGTERM, up to `grace` to exit, then SIGKILL; always reaped.
     pub fn stop(&mut self, grace: Duration) {
         let Some(mut child) = self.child.take() else {

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 pub use decision::{compare, multipath_equal, Reason};
 
-use crate::wire::{MpNextHop, Nlri, PathAttributes, Update};
+use crate::wire::{Family, MpNextHop, Nlri, PathAttributes, Update};
 
 /// Who sent a path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -256,25 +256,37 @@ impl Rib {
 
     /// Removes every path of a peer whose session is gone (no graceful restart).
     pub fn peer_down(&mut self, peer: IpAddr) -> Vec<BestChange> {
-        self.remove_where(|p| p.source.address == peer)
+        self.remove_where(|_, p| p.source.address == peer)
     }
 
     /// Graceful restart helper: the peer restarted; its paths stay but are marked stale
     /// until it sends them again.
     pub fn mark_stale(&mut self, peer: IpAddr) {
-        for list in self.paths.values_mut() {
+        let mut touched = Vec::new();
+        for (prefix, list) in self.paths.iter_mut() {
             for p in list.iter_mut().filter(|p| p.source.address == peer) {
                 *p = Arc::new(Path {
                     stale: true,
                     ..(**p).clone()
                 });
+                touched.push(*prefix);
+            }
+        }
+        // Forwarding does not change, so no change events: the entries just show it.
+        touched.dedup();
+        for prefix in touched {
+            if let Some(b) = self.select(&prefix) {
+                self.best.insert(prefix, b);
             }
         }
     }
 
-    /// End-of-RIB or restart timer: drops the paths the peer did not send again.
-    pub fn sweep_stale(&mut self, peer: IpAddr) -> Vec<BestChange> {
-        self.remove_where(|p| p.source.address == peer && p.stale)
+    /// End-of-RIB or restart timer: drops the paths of one family (or of all, with
+    /// `None`) that the peer did not send again.
+    pub fn sweep_stale(&mut self, peer: IpAddr, family: Option<Family>) -> Vec<BestChange> {
+        self.remove_where(|prefix, p| {
+            p.source.address == peer && p.stale && family.is_none_or(|f| f == family_of(prefix))
+        })
     }
 
     fn remove(&mut self, peer: IpAddr, n: &Nlri) -> bool {
@@ -287,11 +299,11 @@ impl Rib {
         before != list.len()
     }
 
-    fn remove_where(&mut self, gone: impl Fn(&Path) -> bool) -> Vec<BestChange> {
+    fn remove_where(&mut self, gone: impl Fn(&IpNet, &Path) -> bool) -> Vec<BestChange> {
         let mut touched = Vec::new();
         for (prefix, list) in self.paths.iter_mut() {
             let before = list.len();
-            list.retain(|p| !gone(p));
+            list.retain(|p| !gone(prefix, p));
             if list.len() != before {
                 touched.push(*prefix);
             }
@@ -361,3 +373,11 @@ fn mp_next_hop(nh: &MpNextHop) -> Option<IpAddr> {
 
 #[cfg(test)]
 mod tests;
+
+/// The unicast family a prefix belongs to.
+pub fn family_of(prefix: &IpNet) -> Family {
+    match prefix {
+        IpNet::V4(_) => Family::IPV4_UNICAST,
+        IpNet::V6(_) => Family::IPV6_UNICAST,
+    }
+}

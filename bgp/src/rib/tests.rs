@@ -341,9 +341,13 @@ fn graceful_restart_keeps_stale_paths_until_swept() {
     );
     rib.mark_stale(a.address);
     assert_eq!(rib.len(), 2, "stale paths keep forwarding");
+    assert!(
+        rib.iter().all(|(_, b)| b.best.stale),
+        "the Loc-RIB shows them stale"
+    );
     // After the restart the peer sends one of the two again.
     rib.apply_update(&a, &announce(&["198.18.0.0/26"], attrs(&[64601])));
-    let c = rib.sweep_stale(a.address);
+    let c = rib.sweep_stale(a.address, None);
     assert_eq!(
         c.iter()
             .map(|c| (c.prefix.to_string(), c.now.is_none()))

@@ -1,0 +1,189 @@
+//! Graceful restart, tern as helper (RFC 4724): BIRD advertises a 6 s restart time,
+//! then dies without a word (SIGKILL). tern keeps BIRD's route, marked stale, while
+//! BIRD could be restarting; BIRD comes back and the route is fresh again, and stays
+//! past the first restart's timer. BIRD dies once more and does not come back: the
+//! route is withdrawn when the restart time runs out.
+//! Skips without root or BIRD; fails under CI=true.
+
+#![cfg(target_os = "linux")]
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use tern_bgp::speaker::{self, PeerConfig, SpeakerCommand, SpeakerConfig, SpeakerEvent};
+use tern_interop::netns::Netns;
+use tern_interop::peers::{Kind, Peer};
+
+const BIRD_CONF: &str = r#"log stderr all;
+router id 198.51.100.2;
+protocol device { }
+protocol static { ipv4; route 198.18.7.0/24 blackhole; }
+protocol bgp tern {
+  local as 64513; neighbor 198.51.100.1 as 64512; hold time 9; keepalive time 3; connect retry time 1;
+  graceful restart on; graceful restart time 6;
+  ipv4 { import all; export where source = RTS_STATIC; };
+}
+"#;
+
+async fn has_route(c: &tokio::sync::mpsc::Sender<SpeakerCommand>) -> Option<bool> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let _ = c.send(SpeakerCommand::Routes(tx)).await;
+    let routes = rx.await.unwrap_or_default();
+    routes
+        .iter()
+        .find(|(p, _)| p.to_string() == "198.18.7.0/24")
+        .map(|(_, b)| b.best.stale)
+}
+
+async fn next_down(events: &mut tokio::sync::mpsc::Receiver<SpeakerEvent>) -> String {
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(15), events.recv()).await {
+        if let SpeakerEvent::PeerDown(_, text) = e {
+            return text;
+        }
+    }
+    String::new()
+}
+
+#[test]
+fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
+    if let Err(reason) = tern_interop::lab_available() {
+        return tern_interop::skip_or_fail("speaker_gr", &reason);
+    }
+    if !tern_interop::have_program("bird") {
+        return tern_interop::skip_or_fail("speaker_gr", "bird is not installed");
+    }
+    let ours = Netns::create("tgr-t").unwrap_or_else(|e| panic!("{e}"));
+    let theirs = Netns::create("tgr-p").unwrap_or_else(|e| panic!("{e}"));
+    ours.veth_to("eth0", &theirs, "eth0")
+        .unwrap_or_else(|e| panic!("{e}"));
+    ours.add_addr("eth0", "198.51.100.1/24")
+        .unwrap_or_else(|e| panic!("{e}"));
+    theirs
+        .add_addr("eth0", "198.51.100.2/24")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut bird =
+        Peer::start(Kind::Bird, &theirs, dir.path(), BIRD_CONF).unwrap_or_else(|e| panic!("{e}"));
+
+    let (learnt, down_text, during, back, past_first_timer, during_2, after) =
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                ours.enter_current_thread()
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap_or_else(|e| panic!("{e}"));
+                rt.block_on(async {
+                    let cfg = SpeakerConfig {
+                        router_id: Ipv4Addr::new(198, 51, 100, 1),
+                        local_as: 64512,
+                        listen: Some(SocketAddr::new(
+                            IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)),
+                            179,
+                        )),
+                        cluster_id: None,
+                        max_paths: 1,
+                        peers: vec![PeerConfig {
+                            address: SocketAddr::new(
+                                IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)),
+                                179,
+                            ),
+                            peer_as: 64513,
+                            local_as: None,
+                            local_address: Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1))),
+                            local_v6: None,
+                            hold_time: 9,
+                            keepalive: None,
+                            connect_retry: Duration::from_secs(1),
+                            passive: false,
+                            password: None,
+                            ttl_security: None,
+                            rr_client: false,
+                            next_hop_self: false,
+                            allowas_in: 0,
+                        }],
+                    };
+                    let (etx, mut erx) = tokio::sync::mpsc::channel(64);
+                    let c = speaker::spawn(cfg, etx)
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    let mut learnt = false;
+                    for _ in 0..100 {
+                        if has_route(&c).await == Some(false) {
+                            learnt = true;
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    bird.kill();
+                    let killed = std::time::Instant::now();
+                    let down_text = next_down(&mut erx).await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let during = has_route(&c).await;
+
+                    bird = Peer::start(Kind::Bird, &theirs, dir.path(), BIRD_CONF)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    let mut back = false;
+                    for _ in 0..40 {
+                        if has_route(&c).await == Some(false) {
+                            back = true;
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    // The first restart's timer must not end anything now.
+                    tokio::time::sleep(Duration::from_secs(7).saturating_sub(killed.elapsed()))
+                        .await;
+                    let past_first_timer = has_route(&c).await;
+
+                    bird.kill();
+                    let _ = next_down(&mut erx).await;
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    let during_2 = has_route(&c).await;
+                    tokio::time::sleep(Duration::from_secs(6)).await;
+                    let after = has_route(&c).await;
+                    let _ = c.send(SpeakerCommand::Shutdown(None)).await;
+                    (
+                        learnt,
+                        down_text,
+                        during,
+                        back,
+                        past_first_timer,
+                        during_2,
+                        after,
+                    )
+                })
+            })
+            .join()
+            .unwrap_or_else(|_| panic!("speaker thread panicked"))
+        });
+    assert!(learnt, "never learnt BIRD's route");
+    assert!(
+        down_text.contains("graceful restart: keeping its routes for up to 6 s"),
+        "{down_text:?}"
+    );
+    assert_eq!(
+        during,
+        Some(true),
+        "the route stays, marked stale, during the restart time"
+    );
+    assert!(
+        back,
+        "BIRD restarted and re-sent the route: it is fresh again"
+    );
+    assert_eq!(
+        past_first_timer,
+        Some(false),
+        "the first restart's timer ended nothing"
+    );
+    assert_eq!(
+        during_2,
+        Some(true),
+        "stale again during the second restart"
+    );
+    assert_eq!(
+        after, None,
+        "and withdrawn when BIRD does not come back in time"
+    );
+}
