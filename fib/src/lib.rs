@@ -10,9 +10,13 @@
 //! kernel's acknowledgements; a backend is owned by one task (the FIB task of
 //! DESIGN.md), so methods take `&mut self` and need no locking.
 
+pub mod diag;
+#[cfg(target_os = "linux")]
+pub mod linux;
 pub mod memory;
 pub mod reconcile;
 mod types;
+pub mod windows;
 
 pub use types::*;
 

@@ -14,7 +14,8 @@ pub struct Route {
     pub prefix: IpNet,
     /// What happens to matching packets.
     pub kind: RouteKind,
-    /// Route metric (priority); lower wins.
+    /// Route metric (priority); lower wins. 0 is the kernel's default (Linux stores an
+    /// IPv6 route's default as 1024 and tern reads that back as 0).
     pub metric: u32,
     /// Routing table.
     pub table: u32,

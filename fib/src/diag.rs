@@ -1,0 +1,250 @@
+//! Layer-2 and next-hop diagnostics: kernel facts (interfaces, neighbours, how an
+//! address resolves, refused routes) turned into plain findings.
+//!
+//! Pure: the daemon gathers the facts through [`crate::Fib`] and hands them here, so
+//! the CLI, the logs and the metrics render the same [`Finding`]s, and every rule is
+//! tested without a kernel. The wording follows Calico's own advice for a BGP mesh
+//! without fabric peering ("they are unlikely to be on the same layer 2 network").
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::Serialize;
+
+use crate::{
+    connected_subnet_for, connected_subnets, Interface, Neighbour, NeighbourState, RouteFailure,
+};
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    /// A peer (or a next hop) is not inside any subnet this node is connected to.
+    NoLayer2Reachability,
+    /// A next hop is reached only through a gateway (recursive resolution).
+    RecursiveNextHop,
+    /// The kernel has no route at all to a next hop.
+    UnresolvedNextHop,
+    /// The neighbour entry of a next hop is FAILED: it does not answer ARP / NDP.
+    NeighbourFailed,
+    /// The neighbour entry of a next hop is still INCOMPLETE.
+    NeighbourIncomplete,
+    /// The kernel refused a route.
+    RouteRefused,
+}
+
+/// How much it matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Worth knowing; traffic flows.
+    Info,
+    /// Traffic may not flow as intended.
+    Warning,
+    /// Traffic to some destinations does not flow.
+    Error,
+}
+
+/// One diagnosis, the same for the CLI, the logs and the metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What it is about.
+    pub kind: FindingKind,
+    /// The peer, next hop or prefix concerned.
+    pub subject: String,
+    /// The facts that show it.
+    pub evidence: String,
+    /// What to do about it.
+    pub suggestion: String,
+    /// How much it matters.
+    pub severity: Severity,
+}
+
+/// A BGP peer as diagnostics see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerFacts {
+    /// Its address.
+    pub address: IpAddr,
+    /// How to name it (`node-to-node mesh peer node-b`, `global peer tor-1`).
+    pub name: String,
+    /// Its own network when known (a Calico Node's `bgp.ipv4Address` carries the mask).
+    pub network: Option<IpNet>,
+    /// Configured for multihop (eBGP multihop or iBGP with recursive next hops): not
+    /// being on this node's subnet is then expected.
+    pub multihop: bool,
+}
+
+/// How the kernel reaches an address (what `ip route get` answers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resolution {
+    /// The gateway in between, when the address is not on a connected link.
+    pub gateway: Option<IpAddr>,
+    /// The interface the packets leave by.
+    pub interface: String,
+}
+
+/// A next hop tern installs routes through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextHopFacts {
+    /// The next hop.
+    pub address: IpAddr,
+    /// One prefix that uses it, to name in the finding.
+    pub example_prefix: IpNet,
+    /// How many prefixes use it.
+    pub prefixes: usize,
+    /// The kernel's answer for it; `None`: no route at all.
+    pub resolution: Option<Resolution>,
+}
+
+fn networks(interfaces: &[Interface], family_v4: bool) -> String {
+    let list: Vec<String> = connected_subnets(interfaces)
+        .iter()
+        .filter(|s| s.subnet.addr().is_ipv4() == family_v4 && !s.local.is_loopback())
+        .filter(|s| !matches!(s.local, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80))
+        .map(|s| format!("{} on {}", s.subnet, s.interface_name))
+        .collect();
+    if list.is_empty() {
+        "no connected network of that family".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+const L2_REMEDIES: &str = "peer with the fabric (the top-of-rack router) instead of \
+relying on the node-to-node mesh, or enable IPIP or VXLAN encapsulation on the IP pool, \
+or configure the peer as multihop with a next hop that resolves recursively";
+
+/// Peers that are not on any subnet this node is directly connected to.
+pub fn layer2(peers: &[PeerFacts], interfaces: &[Interface]) -> Vec<Finding> {
+    let subnets = connected_subnets(interfaces);
+    peers
+        .iter()
+        .filter(|p| connected_subnet_for(&subnets, p.address).is_none())
+        .map(|p| {
+            let theirs = match p.network {
+                Some(n) => format!("{} is in {}", p.address, n.trunc()),
+                None => format!("{} is in none of them", p.address),
+            };
+            let (severity, suggestion) = if p.multihop {
+                (Severity::Info, "expected for a multihop peer; check that its routes' next hops resolve".to_string())
+            } else {
+                (Severity::Warning, L2_REMEDIES.to_string())
+            };
+            Finding {
+                kind: FindingKind::NoLayer2Reachability,
+                subject: p.name.clone(),
+                evidence: format!(
+                    "this node is on {}; {theirs}: they are unlikely to be on the same layer 2 network",
+                    networks(interfaces, p.address.is_ipv4())
+                ),
+                suggestion,
+                severity,
+            }
+        })
+        .collect()
+}
+
+/// Next hops that do not resolve, resolve only through a gateway, or whose neighbour
+/// entry failed.
+pub fn next_hops(
+    hops: &[NextHopFacts],
+    interfaces: &[Interface],
+    neighbours: &[Neighbour],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let subnets = connected_subnets(interfaces);
+    for h in hops {
+        let subject = format!("next hop {}", h.address);
+        let used = match h.prefixes {
+            1 => format!("used by {}", h.example_prefix),
+            n => format!("used by {n} prefixes such as {}", h.example_prefix),
+        };
+        match &h.resolution {
+            None => out.push(Finding {
+                kind: FindingKind::UnresolvedNextHop,
+                subject: subject.clone(),
+                evidence: format!("the kernel has no route to {} ({used})", h.address),
+                suggestion: "traffic to those prefixes is dropped: add a route to the next hop, or have the peer advertise a next hop on this node's network (next-hop-self)".into(),
+                severity: Severity::Error,
+            }),
+            Some(Resolution { gateway: Some(gw), interface }) => out.push(Finding {
+                kind: FindingKind::RecursiveNextHop,
+                subject: subject.clone(),
+                evidence: format!(
+                    "{} is not on a connected network ({}); the kernel reaches it through {gw} on {interface} ({used})",
+                    h.address,
+                    networks(interfaces, h.address.is_ipv4())
+                ),
+                suggestion: if connected_subnet_for(&subnets, *gw).is_some() {
+                    "fine for multihop designs; for a node-to-node mesh enable IPIP/VXLAN or peer with the fabric".into()
+                } else {
+                    "the gateway itself is not on a connected network either: check the node's routing".into()
+                },
+                severity: Severity::Info,
+            }),
+            Some(_) => {}
+        }
+        for n in neighbours.iter().filter(|n| n.address == h.address) {
+            let (kind, what, severity) = match n.state {
+                NeighbourState::Failed => (
+                    FindingKind::NeighbourFailed,
+                    "FAILED: it did not answer",
+                    Severity::Error,
+                ),
+                NeighbourState::Incomplete => (
+                    FindingKind::NeighbourIncomplete,
+                    "INCOMPLETE: no answer yet",
+                    Severity::Warning,
+                ),
+                _ => continue,
+            };
+            let iface = interfaces
+                .iter()
+                .find(|i| i.index == n.interface)
+                .map(|i| i.name.clone())
+                .unwrap_or_else(|| format!("interface {}", n.interface));
+            let proto = if h.address.is_ipv4() {
+                "ARP"
+            } else {
+                "neighbour solicitation"
+            };
+            out.push(Finding {
+                kind,
+                subject: subject.clone(),
+                evidence: format!("the neighbour entry for {} on {iface} is {what} {proto} ({used})", h.address),
+                suggestion: "check that the next hop is up and on the same layer 2 network (VLAN, cabling, firewall dropping ARP/NDP)".into(),
+                severity,
+            });
+        }
+    }
+    out
+}
+
+/// Routes the kernel refused.
+pub fn refused(failures: &[RouteFailure]) -> Vec<Finding> {
+    failures
+        .iter()
+        .map(|f| Finding {
+            kind: FindingKind::RouteRefused,
+            subject: f.prefix.to_string(),
+            evidence: format!("the kernel refused to {} the route: {}", f.change, f.reason),
+            suggestion: suggestion_for(&f.reason).into(),
+            severity: Severity::Error,
+        })
+        .collect()
+}
+
+fn suggestion_for(reason: &str) -> &'static str {
+    if reason.contains("errno 19") || reason.contains("errno 101") {
+        "the interface or the next hop's network is missing or down: check the link and its addresses"
+    } else if reason.contains("errno 17") {
+        "another route for the prefix already exists (another daemon or a static route with the same metric)"
+    } else if reason.contains("errno 1)") || reason.contains("errno 13") {
+        "tern lacks CAP_NET_ADMIN"
+    } else {
+        "see the kernel's reason; `ip route` shows what is installed"
+    }
+}
+
+#[cfg(test)]
+mod tests;

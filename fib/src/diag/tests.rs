@@ -1,0 +1,226 @@
+//! Diagnostics rules on hand-made kernel facts, including the seeds' example of a Linux
+//! node on 192.168.171.0/24 and a Windows node on 172.20.32.0/19. (Those addresses
+//! appear only as data here; nothing is configured with them.)
+
+use super::*;
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+fn node(addrs: &[&str]) -> Vec<Interface> {
+    vec![
+        Interface {
+            index: 1,
+            name: "lo".into(),
+            up: true,
+            addresses: vec![net("127.0.0.1/8")],
+        },
+        Interface {
+            index: 2,
+            name: "eth0".into(),
+            up: true,
+            addresses: addrs.iter().map(|a| net(a)).collect(),
+        },
+    ]
+}
+
+fn peer(addr: &str, network: Option<&str>, multihop: bool) -> PeerFacts {
+    PeerFacts {
+        address: ip(addr),
+        name: format!("node-to-node mesh peer {addr}"),
+        network: network.map(net),
+        multihop,
+    }
+}
+
+#[test]
+fn the_seeds_example_is_reported_with_both_networks() {
+    let f = layer2(
+        &[peer("172.20.41.103", Some("172.20.41.103/19"), false)],
+        &node(&["192.168.171.136/24"]),
+    );
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].kind, FindingKind::NoLayer2Reachability);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert_eq!(
+        f[0].evidence,
+        "this node is on 192.168.171.0/24 on eth0; 172.20.41.103 is in 172.20.32.0/19: \
+         they are unlikely to be on the same layer 2 network"
+    );
+    assert!(
+        f[0].suggestion.contains("IPIP or VXLAN"),
+        "{}",
+        f[0].suggestion
+    );
+}
+
+#[test]
+fn a_peer_on_a_shared_subnet_is_fine_and_multihop_is_only_info() {
+    let ifs = node(&["198.51.100.1/24", "2001:db8::1/64"]);
+    assert!(layer2(
+        &[
+            peer("198.51.100.7", None, false),
+            peer("2001:db8::9", None, false)
+        ],
+        &ifs
+    )
+    .is_empty());
+    let f = layer2(
+        &[
+            peer("203.0.113.5", None, true),
+            peer("2001:db8:1::5", None, false),
+        ],
+        &ifs,
+    );
+    assert_eq!(f.len(), 2);
+    assert_eq!(f[0].severity, Severity::Info);
+    assert!(
+        f[0].evidence.contains("203.0.113.5 is in none of them"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(
+        f[1].evidence
+            .starts_with("this node is on 2001:db8::/64 on eth0"),
+        "{}",
+        f[1].evidence
+    );
+}
+
+#[test]
+fn a_down_interface_does_not_count_as_connected() {
+    let mut ifs = node(&["198.51.100.1/24"]);
+    ifs[1].up = false;
+    let f = layer2(&[peer("198.51.100.7", None, false)], &ifs);
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].evidence.contains("no connected network"),
+        "{}",
+        f[0].evidence
+    );
+}
+
+#[test]
+fn next_hops_unresolved_recursive_and_failed_neighbours() {
+    let ifs = node(&["198.51.100.1/24"]);
+    let hop = |a: &str, r: Option<Resolution>| NextHopFacts {
+        address: ip(a),
+        example_prefix: net("198.18.0.0/26"),
+        prefixes: 3,
+        resolution: r,
+    };
+    let onlink = Some(Resolution {
+        gateway: None,
+        interface: "eth0".into(),
+    });
+    let neighbours = vec![
+        Neighbour {
+            interface: 2,
+            address: ip("198.51.100.9"),
+            lladdr: None,
+            state: NeighbourState::Failed,
+        },
+        Neighbour {
+            interface: 2,
+            address: ip("198.51.100.10"),
+            lladdr: None,
+            state: NeighbourState::Incomplete,
+        },
+        Neighbour {
+            interface: 2,
+            address: ip("198.51.100.11"),
+            lladdr: Some("02:00:00:00:00:01".into()),
+            state: NeighbourState::Reachable,
+        },
+    ];
+    let f = next_hops(
+        &[
+            hop("203.0.113.50", None),
+            hop(
+                "203.0.113.60",
+                Some(Resolution {
+                    gateway: Some(ip("198.51.100.254")),
+                    interface: "eth0".into(),
+                }),
+            ),
+            hop("198.51.100.9", onlink.clone()),
+            hop("198.51.100.10", onlink.clone()),
+            hop("198.51.100.11", onlink),
+        ],
+        &ifs,
+        &neighbours,
+    );
+    let kinds: Vec<FindingKind> = f.iter().map(|x| x.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            FindingKind::UnresolvedNextHop,
+            FindingKind::RecursiveNextHop,
+            FindingKind::NeighbourFailed,
+            FindingKind::NeighbourIncomplete
+        ]
+    );
+    assert!(
+        f[0].evidence
+            .contains("used by 3 prefixes such as 198.18.0.0/26"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(
+        f[1].evidence.contains("through 198.51.100.254 on eth0"),
+        "{}",
+        f[1].evidence
+    );
+    assert_eq!(
+        f[2].evidence,
+        "the neighbour entry for 198.51.100.9 on eth0 is FAILED: it did not answer ARP (used by 3 prefixes such as 198.18.0.0/26)"
+    );
+    assert_eq!(f[2].severity, Severity::Error);
+}
+
+#[test]
+fn refused_routes_keep_the_kernels_words_and_get_a_fix() {
+    let f = refused(&[
+        RouteFailure {
+            prefix: net("198.18.3.0/26"),
+            change: "add",
+            reason: "No such device (errno 19)".into(),
+        },
+        RouteFailure {
+            prefix: net("198.18.4.0/26"),
+            change: "replace",
+            reason: "File exists (errno 17)".into(),
+        },
+    ]);
+    assert_eq!(f[0].subject, "198.18.3.0/26");
+    assert_eq!(
+        f[0].evidence,
+        "the kernel refused to add the route: No such device (errno 19)"
+    );
+    assert!(f[0].suggestion.contains("interface"), "{}", f[0].suggestion);
+    assert!(
+        f[1].suggestion.contains("already exists"),
+        "{}",
+        f[1].suggestion
+    );
+}
+
+#[test]
+fn findings_serialise_with_the_documented_field_names() {
+    let f = refused(&[RouteFailure {
+        prefix: net("198.18.3.0/26"),
+        change: "add",
+        reason: "x".into(),
+    }]);
+    let v = serde_json::to_value(&f[0]).unwrap_or_else(|e| panic!("{e}"));
+    for key in ["kind", "subject", "evidence", "suggestion", "severity"] {
+        assert!(v.get(key).is_some(), "{key} missing in {v}");
+    }
+    assert_eq!(v["kind"], "route-refused");
+    assert_eq!(v["severity"], "error");
+}

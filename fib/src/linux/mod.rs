@@ -1,0 +1,283 @@
+//! Linux backend: the kernel FIB over rtnetlink (netlink-proto underneath).
+//!
+//! Writes go out batched: many route messages per datagram and several datagrams in
+//! flight, each message with NLM_F_ACK, so a refusal is attributed to its prefix
+//! without waiting for one ACK before sending the next request (awaiting each ACK
+//! halves throughput; see the platform notes). Reads are netlink dumps; route dumps
+//! ask the kernel (strict checking) for tern's protocol and table only, and the
+//! answer is filtered again here so a kernel without strict checking cannot hand us
+//! another daemon's routes.
+//!
+//! rtnetlink's `Handle` cannot batch, so this uses its netlink-proto connection
+//! directly, through rtnetlink's re-exports so the crate versions cannot drift.
+
+mod message;
+mod observe;
+
+use std::net::IpAddr;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::proto::ConnectionHandle;
+use rtnetlink::sys::{protocols::NETLINK_ROUTE, AsyncSocket, SocketAddr};
+
+use crate::diag::Resolution;
+use crate::{ApplyReport, Fib, FibError, Interface, Neighbour, Route, RouteChange, RouteFailure};
+
+pub use message::parse as parse_route;
+
+/// Route messages per datagram.
+const BATCH: usize = 128;
+/// Datagrams awaiting their ACKs at once.
+const IN_FLIGHT: usize = 8;
+
+/// The Linux FIB. Create it inside a tokio runtime (it spawns its netlink connection).
+pub struct LinuxFib {
+    conn: ConnectionHandle<RouteNetlinkMessage>,
+    protocol: u8,
+    table: u32,
+}
+
+impl LinuxFib {
+    /// Opens a netlink connection in the current network namespace. `protocol` marks
+    /// tern's routes (DESIGN.md default 201); `table` is where `own_routes` looks.
+    pub fn new(protocol: u8, table: u32) -> Result<LinuxFib, FibError> {
+        let kernel = |what: &str, e: std::io::Error| FibError::Kernel {
+            what: what.into(),
+            reason: e.to_string(),
+        };
+        let (mut conn, handle, _) =
+            rtnetlink::proto::new_connection::<RouteNetlinkMessage>(NETLINK_ROUTE)
+                .map_err(|e| kernel("opening a netlink socket", e))?;
+        // Each message's ACK is how its change is known to be applied.
+        conn.set_forward_ack(true);
+        let socket = conn.socket_mut().socket_mut();
+        socket
+            .set_netlink_get_strict_chk(true)
+            .map_err(|e| kernel("enabling netlink strict checking", e))?;
+        // Room for every ACK of the datagrams in flight, with margin for dumps.
+        socket
+            .set_rx_buf_sz(8 << 20)
+            .map_err(|e| kernel("sizing the netlink receive buffer", e))?;
+        tokio::spawn(conn);
+        Ok(LinuxFib {
+            conn: handle,
+            protocol,
+            table,
+        })
+    }
+
+    /// The route protocol number that marks tern's routes.
+    pub fn protocol(&self) -> u8 {
+        self.protocol
+    }
+
+    /// How the kernel reaches `addr`, as `ip route get` answers; `None` when it has no
+    /// route (or only an unreachable / blackhole one).
+    pub async fn route_to(&self, addr: IpAddr) -> Result<Option<Resolution>, FibError> {
+        let what = format!("looking up the route to {addr}");
+        let answers = match self.dump(&what, message::get_route(addr)).await {
+            Ok(a) => a,
+            // ENETUNREACH / EHOSTUNREACH: no route, which is an answer, not a failure.
+            Err(FibError::Kernel { reason, .. })
+                if reason.contains("errno 101") || reason.contains("errno 113") =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(RouteNetlinkMessage::NewRoute(r)) = answers.first() else {
+            return Ok(None);
+        };
+        let Some(crate::Route {
+            kind: crate::RouteKind::Unicast(hops),
+            ..
+        }) = message::parse(r)
+        else {
+            return Ok(None);
+        };
+        let Some(hop) = hops.first() else {
+            return Ok(None);
+        };
+        let ifaces = self.interfaces_now().await?;
+        let interface = hop
+            .interface
+            .and_then(|i| ifaces.iter().find(|x| x.index == i))
+            .map(|x| x.name.clone())
+            .unwrap_or_else(|| format!("interface {}", hop.interface.unwrap_or(0)));
+        Ok(Some(Resolution {
+            gateway: hop.gateway,
+            interface,
+        }))
+    }
+
+    async fn interfaces_now(&self) -> Result<Vec<Interface>, FibError> {
+        let links = self
+            .dump("listing interfaces", observe::dump_links())
+            .await?;
+        let addresses = self
+            .dump("listing addresses", observe::dump_addresses())
+            .await?;
+        Ok(observe::interfaces(&links, &addresses))
+    }
+
+    /// Sends one dump request and collects the answers.
+    async fn dump(
+        &self,
+        what: &str,
+        request: NetlinkMessage<RouteNetlinkMessage>,
+    ) -> Result<Vec<RouteNetlinkMessage>, FibError> {
+        let mut stream = self
+            .conn
+            .request(request, SocketAddr::new(0, 0))
+            .map_err(|e| FibError::Kernel {
+                what: what.into(),
+                reason: e.to_string(),
+            })?;
+        let mut out = Vec::new();
+        while let Some(m) = stream.next().await {
+            match m.payload {
+                NetlinkPayload::InnerMessage(inner) => out.push(inner),
+                NetlinkPayload::Error(e) if e.code.is_some() => {
+                    return Err(FibError::Kernel {
+                        what: what.into(),
+                        reason: errno_text(e.raw_code()),
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The kernel's reason for an error code, as `ip` prints it, with the errno number.
+fn errno_text(code: i32) -> String {
+    let errno = code.saturating_abs();
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    // std appends " (os error N)"; keep the words and name the number plainly.
+    let words = text.split(" (os error").next().unwrap_or(&text);
+    format!("{words} (errno {errno})")
+}
+
+/// Sends one batch and pairs each ACK with its change, in order: the kernel handles
+/// the messages of a datagram one after another and answers each once.
+async fn send_batch(
+    conn: ConnectionHandle<RouteNetlinkMessage>,
+    batch: Vec<(RouteChange, NetlinkMessage<RouteNetlinkMessage>)>,
+) -> (usize, Vec<RouteFailure>) {
+    let (changes, messages): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+    let fail_all = |reason: String| {
+        let failed = changes
+            .iter()
+            .map(|c| RouteFailure {
+                prefix: c.prefix(),
+                change: c.verb(),
+                reason: reason.clone(),
+            })
+            .collect();
+        (0, failed)
+    };
+    let mut stream = match conn.request_batch(messages, SocketAddr::new(0, 0)) {
+        Ok(s) => s,
+        Err(e) => return fail_all(format!("netlink request failed: {e}")),
+    };
+    let mut applied = 0;
+    let mut failed = Vec::new();
+    let mut answered = 0;
+    while let Some(m) = stream.next().await {
+        let NetlinkPayload::Error(e) = m.payload else {
+            continue;
+        };
+        let Some(change) = changes.get(answered) else {
+            break;
+        };
+        answered += 1;
+        match e.code {
+            None => applied += 1,
+            Some(_) => failed.push(RouteFailure {
+                prefix: change.prefix(),
+                change: change.verb(),
+                reason: errno_text(e.raw_code()),
+            }),
+        }
+    }
+    for change in changes.iter().skip(answered) {
+        failed.push(RouteFailure {
+            prefix: change.prefix(),
+            change: change.verb(),
+            reason: "the kernel did not answer (netlink connection closed)".into(),
+        });
+    }
+    (applied, failed)
+}
+
+impl Fib for LinuxFib {
+    async fn apply(&mut self, changes: Vec<RouteChange>) -> ApplyReport {
+        let mut report = ApplyReport::default();
+        let mut inflight = FuturesUnordered::new();
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut changes = changes.into_iter().peekable();
+        while let Some(change) = changes.next() {
+            match message::request(&change, self.protocol) {
+                Ok(m) => batch.push((change, m)),
+                Err(reason) => report.failed.push(RouteFailure {
+                    prefix: change.prefix(),
+                    change: change.verb(),
+                    reason,
+                }),
+            }
+            if batch.len() == BATCH || (changes.peek().is_none() && !batch.is_empty()) {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                inflight.push(send_batch(self.conn.clone(), full));
+                if inflight.len() >= IN_FLIGHT {
+                    if let Some((ok, failed)) = inflight.next().await {
+                        report.applied += ok;
+                        report.failed.extend(failed);
+                    }
+                }
+            }
+        }
+        while let Some((ok, failed)) = inflight.next().await {
+            report.applied += ok;
+            report.failed.extend(failed);
+        }
+        report
+    }
+
+    async fn own_routes(&mut self) -> Result<Vec<Route>, FibError> {
+        let mut routes = Vec::new();
+        for v6 in [false, true] {
+            let what = if v6 {
+                "dumping IPv6 routes"
+            } else {
+                "dumping IPv4 routes"
+            };
+            let request = message::dump_routes(v6, self.table, self.protocol);
+            for m in self.dump(what, request).await? {
+                let RouteNetlinkMessage::NewRoute(r) = m else {
+                    continue;
+                };
+                if message::protocol_of(&r.header) != self.protocol {
+                    continue;
+                }
+                if let Some(route) = message::parse(&r).filter(|x| x.table == self.table) {
+                    routes.push(route);
+                }
+            }
+        }
+        Ok(routes)
+    }
+
+    async fn interfaces(&mut self) -> Result<Vec<Interface>, FibError> {
+        self.interfaces_now().await
+    }
+
+    async fn neighbours(&mut self) -> Result<Vec<Neighbour>, FibError> {
+        let answers = self
+            .dump("listing neighbours", observe::dump_neighbours())
+            .await?;
+        Ok(observe::neighbours(&answers))
+    }
+}
