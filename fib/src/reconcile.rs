@@ -78,6 +78,18 @@ pub fn reconcile(wanted: &[Route], kernel: &[Route], remove_unwanted: bool) -> P
     plan
 }
 
+/// A tern route the kernel reports removed: if it is still wanted and nobody asked for
+/// its removal, the change that puts it back (someone ran `ip route del`, or an
+/// interface went down and took it along).
+pub fn repair(wanted: Option<&Route>, removed: &Route) -> Option<RouteChange> {
+    match wanted {
+        Some(w) if w.prefix == removed.prefix && w.table == removed.table => {
+            Some(RouteChange::Replace(w.clone()))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +170,14 @@ mod tests {
             })
         );
         assert!(plan.kept_stale.is_empty());
+    }
+
+    #[test]
+    fn a_removed_route_is_put_back_only_when_still_wanted() {
+        let w = r("198.18.1.0/26", &["198.51.100.2"]);
+        assert_eq!(repair(Some(&w), &w), Some(RouteChange::Replace(w.clone())));
+        assert_eq!(repair(None, &w), None);
+        let other = r("198.18.2.0/26", &["198.51.100.2"]);
+        assert_eq!(repair(Some(&other), &w), None);
     }
 }

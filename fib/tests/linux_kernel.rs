@@ -8,6 +8,7 @@
 
 use std::net::IpAddr;
 
+use futures::StreamExt;
 use ipnet::IpNet;
 use serde_json::Value;
 use tern_fib::diag::{self, FindingKind, NextHopFacts, PeerFacts, Resolution};
@@ -536,5 +537,58 @@ fn layer2_and_next_hop_findings_from_the_kernel() {
             FindingKind::NeighbourFailed,
             FindingKind::UnresolvedNextHop
         ]
+    );
+}
+
+#[test]
+fn a_route_deleted_by_someone_else_is_put_back() {
+    let Some((node, _peer)) = lab("tfk-watch") else {
+        return;
+    };
+    let eth0 = ifindex(&node, "eth0");
+    let wanted = route(
+        "198.18.20.0/26",
+        RouteKind::Unicast(vec![hop("198.51.100.2", eth0)]),
+    );
+    let ns = node.name().to_string();
+    let (seen, back) = in_ns(&node, async || {
+        let mut fib = LinuxFib::new(PROTO, 254).unwrap_or_else(|e| panic!("{e}"));
+        let mut events = Box::pin(tern_fib::linux::watch().unwrap_or_else(|e| panic!("{e}")));
+        let r = fib.apply(vec![RouteChange::Add(wanted.clone())]).await;
+        assert!(r.failed.is_empty(), "{r:?}");
+        // Someone else removes it.
+        let out = std::process::Command::new("ip")
+            .args(["-n", &ns, "route", "del", "198.18.20.0/26", "proto", "201"])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{out:?}");
+        let mut seen = None;
+        while let Ok(Some(e)) =
+            tokio::time::timeout(std::time::Duration::from_secs(5), events.next()).await
+        {
+            if let tern_fib::linux::KernelEvent::RouteRemoved {
+                protocol: PROTO,
+                route,
+            } = e
+            {
+                seen = Some(route);
+                break;
+            }
+        }
+        let removed = seen.clone().unwrap_or_else(|| panic!("no removal event"));
+        if let Some(change) = tern_fib::reconcile::repair(Some(&wanted), &removed) {
+            let r = fib.apply(vec![change]).await;
+            assert!(r.failed.is_empty(), "{r:?}");
+        }
+        (
+            seen,
+            fib.own_routes().await.unwrap_or_else(|e| panic!("{e}")),
+        )
+    });
+    assert_eq!(seen.map(|r| r.prefix), Some(net("198.18.20.0/26")));
+    assert_eq!(back.len(), 1);
+    assert_eq!(
+        find(&kernel_routes(&node, "201"), "198.18.20.0/26")["gateway"],
+        "198.51.100.2"
     );
 }

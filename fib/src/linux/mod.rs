@@ -13,6 +13,7 @@
 
 mod message;
 mod observe;
+mod watch;
 
 use std::net::IpAddr;
 
@@ -26,6 +27,7 @@ use crate::diag::Resolution;
 use crate::{ApplyReport, Fib, FibError, Interface, Neighbour, Route, RouteChange, RouteFailure};
 
 pub use message::parse as parse_route;
+pub use watch::{watch, KernelEvent};
 
 /// Route messages per datagram.
 const BATCH: usize = 128;
