@@ -40,13 +40,19 @@ pub enum KernelEvent {
     Lost,
 }
 
-/// Receive buffer for notifications: a full-table install by another daemon must not
-/// overflow it before we read.
-const WATCH_RCVBUF: libc::c_int = 32 << 20;
+/// Receive buffer for notifications: a burst of route changes by another daemon must
+/// not overflow it before we read (each notification costs about 1 KiB of buffer).
+pub const WATCH_RCVBUF: usize = 32 << 20;
 
-/// Subscribes to route, link, address and neighbour changes in the current namespace.
-/// Call inside a tokio runtime.
+/// Subscribes to route, link, address and neighbour changes in the current namespace,
+/// with a [`WATCH_RCVBUF`] receive buffer. Call inside a tokio runtime.
 pub fn watch() -> Result<impl Stream<Item = KernelEvent>, FibError> {
+    watch_with_buffer(WATCH_RCVBUF)
+}
+
+/// [`watch`] with a receive buffer of `rcvbuf` bytes (capped at 2 GiB).
+pub fn watch_with_buffer(rcvbuf: usize) -> Result<impl Stream<Item = KernelEvent>, FibError> {
+    let rcvbuf = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
     let groups = [
         MulticastGroup::Ipv4Route,
         MulticastGroup::Ipv6Route,
@@ -71,7 +77,7 @@ pub fn watch() -> Result<impl Stream<Item = KernelEvent>, FibError> {
             fd,
             libc::SOL_SOCKET,
             libc::SO_RCVBUFFORCE,
-            (&WATCH_RCVBUF as *const libc::c_int).cast(),
+            (&rcvbuf as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
