@@ -7,18 +7,25 @@
 
 use std::net::IpAddr;
 
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
+use rtnetlink::packet_core::Parseable;
 use rtnetlink::packet_core::{
     NetlinkHeader, NetlinkMessage, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE,
     NLM_F_REQUEST,
 };
+use rtnetlink::packet_route::link::LinkMessage;
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteNextHop,
     RouteNextHopFlags, RouteProtocol, RouteScope, RouteType, RouteVia,
 };
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use crate::{NextHop, Route, RouteChange, RouteKind};
+use crate::{NextHop, Route, RouteChange, RouteFailure, RouteKind};
+
+/// Size of a netlink message header, which precedes the echoed request.
+const NETLINK_HEADER_LEN: usize = 16;
+/// Message type of a route deletion.
+const RTM_DELROUTE: u16 = 25;
 
 /// The metric the kernel gives an IPv6 route that names none.
 const IP6_RT_PRIO_USER: u32 = 1024;
@@ -136,10 +143,12 @@ pub fn delete(prefix: &IpNet, table: u32, protocol: u8) -> RouteMessage {
     m
 }
 
-/// The request (with its flags) for one change.
+/// The request (with its flags) for one change; `ack` asks the kernel to confirm
+/// success too (it always reports a refusal).
 pub fn request(
     change: &RouteChange,
     protocol: u8,
+    ack: bool,
 ) -> Result<NetlinkMessage<RouteNetlinkMessage>, String> {
     let (inner, flags) = match change {
         RouteChange::Add(r) => (
@@ -155,7 +164,59 @@ pub fn request(
             0,
         ),
     };
-    Ok(with_flags(inner, NLM_F_REQUEST | NLM_F_ACK | flags))
+    let ack = if ack { NLM_F_ACK } else { 0 };
+    Ok(with_flags(inner, NLM_F_REQUEST | ack | flags))
+}
+
+/// A request the kernel always answers, sent after a batch of unacknowledged route
+/// messages: when its answer arrives, the kernel has handled the whole batch.
+pub fn barrier() -> NetlinkMessage<RouteNetlinkMessage> {
+    let mut link = LinkMessage::default();
+    link.header.index = 1; // lo: present in every namespace
+    with_flags(RouteNetlinkMessage::GetLink(link), NLM_F_REQUEST)
+}
+
+/// Names a refused change from the request the kernel echoes in its error message
+/// (its netlink header, then the route message).
+pub fn refused(echo: &[u8], reason: String) -> RouteFailure {
+    let unknown = |reason: String| RouteFailure {
+        prefix: IpNet::V4(Ipv4Net::default()),
+        change: "change",
+        reason: format!("{reason} (the kernel's answer did not say for which route)"),
+    };
+    let field = |at: usize| {
+        echo.get(at..at + 2)
+            .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+    };
+    let (Some(kind), Some(flags), Some(body)) =
+        (field(4), field(6), echo.get(NETLINK_HEADER_LEN..))
+    else {
+        return unknown(reason);
+    };
+    let Ok(m) = RouteMessage::parse(body) else {
+        return unknown(reason);
+    };
+    let dst = m.attributes.iter().find_map(|a| match a {
+        RouteAttribute::Destination(d) => address(d),
+        _ => None,
+    });
+    let any = match m.header.address_family {
+        AddressFamily::Inet6 => IpAddr::V6(0.into()),
+        _ => IpAddr::V4(0.into()),
+    };
+    let Ok(prefix) = IpNet::new(dst.unwrap_or(any), m.header.destination_prefix_length) else {
+        return unknown(reason);
+    };
+    let change = match (kind, flags & NLM_F_REPLACE != 0) {
+        (RTM_DELROUTE, _) => "delete",
+        (_, true) => "replace",
+        _ => "add",
+    };
+    RouteFailure {
+        prefix,
+        change,
+        reason,
+    }
 }
 
 /// A dump request for routes of one family carrying `protocol` in `table` (the kernel
@@ -431,5 +492,39 @@ mod tests {
         assert_eq!(m.attributes.len(), 1, "{:?}", m.attributes);
         let m = delete(&net("2001:db8::/32"), 300, 201);
         assert_eq!(table_of(&m), 300);
+    }
+
+    #[test]
+    fn a_refusal_names_the_route_it_echoes() {
+        let echo = |change: &RouteChange| {
+            let m = request(change, 201, false).unwrap_or_else(|e| panic!("{e}"));
+            let mut buf = vec![0; m.buffer_len()];
+            m.serialize(&mut buf);
+            buf
+        };
+        let replace = RouteChange::Replace(Route {
+            prefix: net("2001:db8:5::/64"),
+            kind: RouteKind::Blackhole,
+            metric: 0,
+            table: 254,
+        });
+        let f = refused(&echo(&replace), "File exists (errno 17)".into());
+        assert_eq!((f.prefix, f.change), (net("2001:db8:5::/64"), "replace"));
+        let add = RouteChange::Add(Route {
+            prefix: net("198.18.6.0/26"),
+            kind: RouteKind::Unreachable,
+            metric: 0,
+            table: 254,
+        });
+        assert_eq!(refused(&echo(&add), String::new()).change, "add");
+        let del = RouteChange::Delete {
+            prefix: net("198.18.5.0/26"),
+            table: 254,
+        };
+        let f = refused(&echo(&del), "No such process (errno 3)".into());
+        assert_eq!((f.prefix, f.change), (net("198.18.5.0/26"), "delete"));
+        assert_eq!(f.reason, "No such process (errno 3)");
+        let f = refused(&echo(&del)[..10], "x".into());
+        assert!(f.reason.contains("did not say"), "{f:?}");
     }
 }

@@ -1,9 +1,12 @@
 //! Linux backend: the kernel FIB over rtnetlink (netlink-proto underneath).
 //!
 //! Writes go out batched: many route messages per datagram and several datagrams in
-//! flight, each message with NLM_F_ACK, so a refusal is attributed to its prefix
-//! without waiting for one ACK before sending the next request (awaiting each ACK
-//! halves throughput; see the platform notes). Reads are netlink dumps; route dumps
+//! flight. Route messages carry no NLM_F_ACK — one ACK per route was the cost that
+//! capped throughput (see the README's FIB benchmark) — so the kernel answers only
+//! refusals, and each batch ends with a cheap request that is answered: once that
+//! answer is in, every refusal of the batch has been read (the kernel handles a
+//! socket's messages in order). A refusal echoes the refused request, from which its
+//! prefix and verb are read back. Reads are netlink dumps; route dumps
 //! ask the kernel (strict checking) for tern's protocol and table only, and the
 //! answer is filtered again here so a kernel without strict checking cannot hand us
 //! another daemon's routes.
@@ -17,10 +20,11 @@ mod watch;
 
 use std::net::IpAddr;
 
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::stream::{FuturesUnordered, StreamExt};
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::proto::ConnectionHandle;
+use rtnetlink::proto::{ConnectionHandle, ReplyExpectation};
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, AsyncSocket, SocketAddr};
 
 use crate::diag::Resolution;
@@ -37,6 +41,8 @@ const IN_FLIGHT: usize = 8;
 /// The Linux FIB. Create it inside a tokio runtime (it spawns its netlink connection).
 pub struct LinuxFib {
     conn: ConnectionHandle<RouteNetlinkMessage>,
+    /// Where the kernel's refusals of unacknowledged route messages arrive.
+    refusals: UnboundedReceiver<(NetlinkMessage<RouteNetlinkMessage>, SocketAddr)>,
     protocol: u8,
     table: u32,
 }
@@ -49,11 +55,9 @@ impl LinuxFib {
             what: what.into(),
             reason: e.to_string(),
         };
-        let (mut conn, handle, _) =
+        let (mut conn, handle, refusals) =
             rtnetlink::proto::new_connection::<RouteNetlinkMessage>(NETLINK_ROUTE)
                 .map_err(|e| kernel("opening a netlink socket", e))?;
-        // Each message's ACK is how its change is known to be applied.
-        conn.set_forward_ack(true);
         let socket = conn.socket_mut().socket_mut();
         socket
             .set_netlink_get_strict_chk(true)
@@ -65,6 +69,7 @@ impl LinuxFib {
         tokio::spawn(conn);
         Ok(LinuxFib {
             conn: handle,
+            refusals,
             protocol,
             table,
         })
@@ -163,66 +168,65 @@ fn errno_text(code: i32) -> String {
     format!("{words} (errno {errno})")
 }
 
-/// Sends one batch and pairs each ACK with its change, in order: the kernel handles
-/// the messages of a datagram one after another and answers each once.
+/// Sends one batch of unacknowledged route messages followed by the barrier, and
+/// returns when the barrier is answered; `Err` carries the batch's changes when the
+/// request could not be sent at all.
 async fn send_batch(
     conn: ConnectionHandle<RouteNetlinkMessage>,
     batch: Vec<(RouteChange, NetlinkMessage<RouteNetlinkMessage>)>,
-) -> (usize, Vec<RouteFailure>) {
-    let (changes, messages): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+) -> Result<usize, Vec<RouteFailure>> {
+    let sent = batch.len();
+    let mut changes = Vec::with_capacity(sent);
+    let mut messages = Vec::with_capacity(sent + 1);
+    for (c, m) in batch {
+        changes.push(c);
+        messages.push((m, ReplyExpectation::NotExpected));
+    }
+    messages.push((message::barrier(), ReplyExpectation::Expected));
     let fail_all = |reason: String| {
-        let failed = changes
+        changes
             .iter()
             .map(|c| RouteFailure {
                 prefix: c.prefix(),
                 change: c.verb(),
                 reason: reason.clone(),
             })
-            .collect();
-        (0, failed)
+            .collect::<Vec<_>>()
     };
-    let mut stream = match conn.request_batch(messages, SocketAddr::new(0, 0)) {
+    let mut stream = match conn.request_batch_with_expectation(messages, SocketAddr::new(0, 0)) {
         Ok(s) => s,
-        Err(e) => return fail_all(format!("netlink request failed: {e}")),
+        Err(e) => return Err(fail_all(format!("netlink request failed: {e}"))),
     };
-    let mut applied = 0;
-    let mut failed = Vec::new();
-    let mut answered = 0;
+    let mut answered = false;
     while let Some(m) = stream.next().await {
-        let NetlinkPayload::Error(e) = m.payload else {
-            continue;
-        };
-        let Some(change) = changes.get(answered) else {
-            break;
-        };
-        answered += 1;
-        match e.code {
-            None => applied += 1,
-            Some(_) => failed.push(RouteFailure {
-                prefix: change.prefix(),
-                change: change.verb(),
-                reason: errno_text(e.raw_code()),
-            }),
-        }
+        answered |= matches!(m.payload, NetlinkPayload::InnerMessage(_));
     }
-    for change in changes.iter().skip(answered) {
-        failed.push(RouteFailure {
-            prefix: change.prefix(),
-            change: change.verb(),
-            reason: "the kernel did not answer (netlink connection closed)".into(),
-        });
+    if answered {
+        Ok(sent)
+    } else {
+        Err(fail_all(
+            "the kernel did not answer (netlink connection closed)".into(),
+        ))
     }
-    (applied, failed)
+}
+
+fn collect(report: &mut ApplyReport, done: Result<usize, Vec<RouteFailure>>) {
+    match done {
+        Ok(sent) => report.applied += sent,
+        Err(failed) => report.failed.extend(failed),
+    }
 }
 
 impl Fib for LinuxFib {
     async fn apply(&mut self, changes: Vec<RouteChange>) -> ApplyReport {
         let mut report = ApplyReport::default();
+        // Refusals left by an earlier apply that was abandoned midway belong to it.
+        while self.refusals.try_recv().is_ok() {}
         let mut inflight = FuturesUnordered::new();
         let mut batch = Vec::with_capacity(BATCH);
         let mut changes = changes.into_iter().peekable();
         while let Some(change) = changes.next() {
-            match message::request(&change, self.protocol) {
+            match message::request(&change, self.protocol, false) {
                 Ok(m) => batch.push((change, m)),
                 Err(reason) => report.failed.push(RouteFailure {
                     prefix: change.prefix(),
@@ -234,16 +238,25 @@ impl Fib for LinuxFib {
                 let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
                 inflight.push(send_batch(self.conn.clone(), full));
                 if inflight.len() >= IN_FLIGHT {
-                    if let Some((ok, failed)) = inflight.next().await {
-                        report.applied += ok;
-                        report.failed.extend(failed);
+                    if let Some(done) = inflight.next().await {
+                        collect(&mut report, done);
                     }
                 }
             }
         }
-        while let Some((ok, failed)) = inflight.next().await {
-            report.applied += ok;
-            report.failed.extend(failed);
+        while let Some(done) = inflight.next().await {
+            collect(&mut report, done);
+        }
+        // Every barrier is answered, so every refusal has been read.
+        while let Ok(Some((m, _))) = self.refusals.try_recv().map(Some) {
+            if let NetlinkPayload::Error(e) = m.payload {
+                if e.code.is_some() {
+                    report.applied = report.applied.saturating_sub(1);
+                    report
+                        .failed
+                        .push(message::refused(&e.header, errno_text(e.raw_code())));
+                }
+            }
         }
         report
     }
