@@ -36,6 +36,15 @@ cargo test --workspace --locked
 step "Windows: cargo check --target x86_64-pc-windows-gnu"
 if rustup target list --installed 2>/dev/null | grep -q '^x86_64-pc-windows-gnu$'; then
   cargo check --workspace --all-targets --locked --target x86_64-pc-windows-gnu
+  step "Windows: unit tests (every crate's lib) under Wine"
+  if command -v wine >/dev/null 2>&1; then
+    WINEPREFIX="$(scripts/wine-prefix.sh)" WINEDEBUG=-all \
+      CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine \
+      cargo test --workspace --locked --lib --target x86_64-pc-windows-gnu
+  else
+    [ "${CI:-}" = "true" ] && { echo "wine missing under CI=true" >&2; exit 1; }
+    loud_skip "Windows unit tests: wine not installed"
+  fi
 else
   [ "${CI:-}" = "true" ] && { echo "Windows target missing under CI=true" >&2; exit 1; }
   loud_skip "Windows check: target x86_64-pc-windows-gnu not installed"

@@ -31,7 +31,7 @@ fi
 # --- Debian packages --------------------------------------------------------
 packages=(iproute2 protobuf-compiler)
 if [ $minimal = 0 ]; then
-  packages+=(bird2 gobgpd frr exabgp etcd-server iputils-ping tshark tcpdump gcc-mingw-w64-x86-64)
+  packages+=(bird2 gobgpd frr exabgp etcd-server iputils-ping tshark tcpdump gcc-mingw-w64-x86-64 wine wine64)
 fi
 missing=()
 for p in "${packages[@]}"; do

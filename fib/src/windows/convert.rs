@@ -1,213 +1,326 @@
-//! The platform-free half of the Windows backend: tern's routes as IP Helper rows,
-//! the plan of row creations and deletions for a change, the record of which rows are
-//! tern's, and neighbour states. Compiled everywhere so it is unit-tested on Linux.
+//! The platform-free half of the Windows backend: tern's routes as IP Helper forward
+//! rows, the row operations one change needs given what is installed (carried out by
+//! [`super::batch`]), tern's routes read back from the table, and the small
+//! conversions of OS values (neighbour states, link-layer addresses, UTF-16 names,
+//! Win32 error codes). No windows-sys type appears here, so all of it is unit-tested
+//! on Linux; `iphlp` only moves bytes.
 //!
-//! Windows has no multipath route object: an ECMP route is one row per next hop, with
-//! the same prefix. It has no blackhole or unreachable route type either, and one
-//! routing table per family; such routes are refused with a reason rather than
-//! approximated. The route's Protocol field cannot tell tern's rows from an
-//! administrator's `route add` (both are NETMGMT), so tern keeps a record file of the
-//! rows it created and never touches a row that is not in it.
+//! Windows has no multipath route object: an ECMP route is one row per next hop, all
+//! with the same prefix and metric, and Windows spreads traffic equally over the rows
+//! of lowest metric. A row is identified by (prefix, next hop, interface); the metric
+//! is an attribute, changed in place. Windows also has no blackhole or unreachable
+//! route type and one routing table per family: such routes are refused with that
+//! reason rather than approximated. (A row towards the loopback interface is a common
+//! stand-in for a blackhole, but Windows documents no drop behaviour for it, and read
+//! back it would be an ordinary unicast row.)
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::Path;
 
 use ipnet::IpNet;
 
-use crate::{NeighbourState, NextHop, Route, RouteChange, RouteKind};
+pub use super::record::{Record, RecordEntry};
+use crate::{Interface, NeighbourState, NextHop, Route, RouteChange, RouteKind};
 
-/// The only table Windows has (tern's `table` must be the main one, 254).
+/// The only table Windows has: a tern route's `table` must be the main one, 254.
 pub const MAIN_TABLE: u32 = 254;
 
-/// One IP Helper forward row as tern describes it.
+/// NL_ROUTE_PROTOCOL of the rows tern creates (MIB_IPPROTO_NETMGMT, "static").
+pub const PROTOCOL_NETMGMT: i32 = 3;
+
+/// What identifies a forward row to Windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Row {
-    /// Destination.
+pub struct RowKey {
+    /// Destination (host bits clear).
     pub prefix: IpNet,
-    /// Gateway; the unspecified address means on-link.
+    /// Gateway; the family's unspecified address means on-link (no gateway).
     pub next_hop: IpAddr,
     /// Interface index.
     pub interface: u32,
-    /// Route metric (added by Windows to the interface metric).
+}
+
+/// A row tern wants installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WantedRow {
+    /// Identity.
+    pub key: RowKey,
+    /// Route metric (Windows adds the interface metric to it when choosing).
     pub metric: u32,
+    /// Asked for as on-link (kept in the record only; see [`RecordEntry::onlink`]).
+    pub onlink: bool,
+}
+
+/// A row read back from the kernel's forward table (GetIpForwardTable2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InstalledRow {
+    /// Identity.
+    pub key: RowKey,
+    /// Interface LUID.
+    pub luid: u64,
+    /// Route metric.
+    pub metric: u32,
+    /// NL_ROUTE_PROTOCOL (3 = NETMGMT, 2 = local, 1 = other...).
+    pub protocol: i32,
+}
+
+/// The kernel's forward table as read back, kept current while a batch is applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Table {
+    rows: BTreeMap<RowKey, InstalledRow>,
+}
+
+impl FromIterator<InstalledRow> for Table {
+    fn from_iter<I: IntoIterator<Item = InstalledRow>>(rows: I) -> Table {
+        Table {
+            rows: rows.into_iter().map(|r| (r.key, r)).collect(),
+        }
+    }
+}
+
+impl Table {
+    /// The row with this identity.
+    pub fn get(&self, key: &RowKey) -> Option<&InstalledRow> {
+        self.rows.get(key)
+    }
+
+    /// The rows for one prefix, tern's or not.
+    pub fn for_prefix(&self, prefix: IpNet) -> impl Iterator<Item = &InstalledRow> {
+        self.rows
+            .range(RowKey::first_of(prefix)..)
+            .map(|(_, r)| r)
+            .take_while(move |r| r.key.prefix == prefix)
+    }
+
+    /// Records a row the kernel accepted (or replaces its entry).
+    pub(super) fn insert(&mut self, row: InstalledRow) {
+        self.rows.insert(row.key, row);
+    }
+
+    /// Forgets a row the kernel deleted.
+    pub(super) fn remove(&mut self, key: &RowKey) {
+        self.rows.remove(key);
+    }
+
+    /// Every row, ordered by prefix, next hop and interface.
+    pub fn rows(&self) -> impl Iterator<Item = &InstalledRow> {
+        self.rows.values()
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// No rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
 }
 
 /// The rows that express `route`, or why Windows cannot express it.
-pub fn rows_for(route: &Route) -> Result<Vec<Row>, String> {
+pub fn rows_for(route: &Route) -> Result<Vec<WantedRow>, String> {
     if route.table != MAIN_TABLE {
-        return Err(format!(
-            "Windows has one routing table; table {} is not supported",
-            route.table
-        ));
+        return Err(one_table(route.table));
     }
     let hops = match &route.kind {
-        RouteKind::Unicast(h) => h,
+        RouteKind::Unicast(hops) => hops,
         RouteKind::Blackhole => {
-            return Err(
-                "Windows has no blackhole routes; the block stays unrouted on this node".into(),
-            )
+            return Err("Windows has no blackhole routes; the prefix is left unrouted".into())
         }
-        RouteKind::Unreachable => return Err("Windows has no unreachable routes".into()),
+        RouteKind::Unreachable => {
+            return Err("Windows has no unreachable routes; the prefix is left unrouted".into())
+        }
     };
     if hops.is_empty() {
-        return Err("unicast route without a next hop".into());
+        return Err("Invalid argument (no next hop)".into());
     }
-    hops.iter().map(|h| row_for(route, h)).collect()
+    if route.prefix != route.prefix.trunc() {
+        return Err(format!(
+            "Invalid prefix: {} has host bits set",
+            route.prefix
+        ));
+    }
+    let first_weight = hops.first().map(|h| h.weight);
+    if hops.iter().any(|h| Some(h.weight) != first_weight) {
+        return Err(
+            "Windows shares ECMP traffic equally; unequal weights cannot be expressed".into(),
+        );
+    }
+    let mut rows: Vec<WantedRow> = Vec::with_capacity(hops.len());
+    for hop in hops {
+        let row = row_for(route, hop)?;
+        if rows.iter().any(|r| r.key == row.key) {
+            return Err(format!("{} is listed twice", describe_hop(&row.key)));
+        }
+        rows.push(row);
+    }
+    Ok(rows)
 }
 
-fn row_for(route: &Route, h: &NextHop) -> Result<Row, String> {
+fn row_for(route: &Route, hop: &NextHop) -> Result<WantedRow, String> {
     let v6 = route.prefix.addr().is_ipv6();
-    let next_hop = match h.gateway {
+    let next_hop = match hop.gateway {
         Some(gw) if gw.is_ipv6() != v6 => {
             return Err(format!(
-                "next hop {gw} is of the other address family (RFC 8950 routes are Linux only)"
+                "Invalid argument (next hop {gw} is of the other address family; RFC 8950 routes are Linux only)"
             ))
+        }
+        Some(gw) if gw.is_unspecified() => {
+            return Err(format!("Invalid argument (next hop {gw})"))
         }
         Some(gw) => gw,
         None if v6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
     };
-    let Some(interface) = h.interface else {
-        return Err(format!("next hop {next_hop} has no interface; IP Helper needs one (resolve the next hop first)"));
+    let Some(interface) = hop.interface else {
+        return Err(format!(
+            "next hop {next_hop} has no interface; IP Helper needs one (resolve the next hop first)"
+        ));
     };
-    Ok(Row {
-        prefix: route.prefix,
-        next_hop,
-        interface,
+    Ok(WantedRow {
+        key: RowKey {
+            prefix: route.prefix,
+            next_hop,
+            interface,
+        },
         metric: route.metric,
+        onlink: hop.onlink,
     })
 }
 
-/// Rows to delete and to create, in that order, for one change.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RowPlan {
-    /// tern's rows to delete first.
-    pub delete: Vec<Row>,
-    /// Rows to create.
-    pub create: Vec<Row>,
+fn one_table(table: u32) -> String {
+    format!("Windows has one routing table; table {table} is not supported")
 }
 
-/// Plans `change` against tern's recorded rows. Only recorded rows are ever deleted.
-pub fn plan(change: &RouteChange, ours: &BTreeSet<Row>) -> Result<RowPlan, String> {
-    let mine = |prefix: IpNet| ours.iter().filter(move |r| r.prefix == prefix).copied();
-    match change {
-        RouteChange::Add(route) => {
-            if mine(route.prefix).next().is_some() {
-                return Err("tern already has a route for this prefix".into());
-            }
-            Ok(RowPlan {
-                delete: Vec::new(),
-                create: rows_for(route)?,
-            })
-        }
-        RouteChange::Replace(route) => {
-            let want: BTreeSet<Row> = rows_for(route)?.into_iter().collect();
-            Ok(RowPlan {
-                delete: mine(route.prefix).filter(|r| !want.contains(r)).collect(),
-                create: want.iter().filter(|r| !ours.contains(r)).copied().collect(),
-            })
-        }
-        RouteChange::Delete { prefix, table } => {
-            if *table != MAIN_TABLE {
-                return Err(format!(
-                    "Windows has one routing table; table {table} is not supported"
-                ));
-            }
-            let delete: Vec<Row> = mine(*prefix).collect();
-            if delete.is_empty() {
-                return Err("tern has no route for this prefix".into());
-            }
-            Ok(RowPlan {
-                delete,
-                create: Vec::new(),
-            })
-        }
+pub(super) fn describe_hop(key: &RowKey) -> String {
+    if key.next_hop.is_unspecified() {
+        format!("on-link on interface {}", key.interface)
+    } else {
+        format!("via {} on interface {}", key.next_hop, key.interface)
     }
 }
 
-/// tern's routes: recorded rows still present in the kernel's table, ECMP rows merged.
-/// Recorded rows the table lacks are gone (someone deleted them, or a reboot).
-pub fn own_routes(table: &[Row], record: &BTreeSet<Row>) -> Vec<Route> {
-    let present: BTreeSet<&Row> = table.iter().collect();
-    let mut routes: Vec<Route> = Vec::new();
-    for row in record.iter().filter(|r| present.contains(r)) {
-        let hop = NextHop {
-            gateway: (!row.next_hop.is_unspecified()).then_some(row.next_hop),
-            interface: Some(row.interface),
-            onlink: false,
-            weight: 1,
-        };
-        match routes.last_mut() {
+/// The row operations of one change, in the order they are made: create, update,
+/// delete, so that a replaced route always has a way out (make before break).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowPlan {
+    /// Rows to create.
+    pub create: Vec<WantedRow>,
+    /// tern's rows whose metric or on-link flag changes, with their interface LUID.
+    pub update: Vec<(WantedRow, u64)>,
+    /// tern's rows to delete, with their interface LUID.
+    pub delete: Vec<(RowKey, u64)>,
+    /// Recorded rows no longer in the table (removed outside tern): only dropped from
+    /// the record.
+    pub forget: Vec<RowKey>,
+}
+
+/// Plans `change` from the installed `table` and tern's `record`. Only rows the record
+/// owns are ever updated or deleted; a wanted row whose identity is taken by a row that
+/// is not tern's refuses the whole change before anything is done.
+pub fn plan(change: &RouteChange, table: &Table, record: &Record) -> Result<RowPlan, String> {
+    let prefix = change.prefix();
+    let live: Vec<&InstalledRow> = table
+        .for_prefix(prefix)
+        .filter(|r| record.owns(r))
+        .collect();
+    let gone: Vec<RowKey> = record
+        .for_prefix(prefix)
+        .filter(|e| !table.get(&e.key).is_some_and(|r| record.owns(r)))
+        .map(|e| e.key)
+        .collect();
+    let wanted = match change {
+        RouteChange::Add(route) => {
+            if !live.is_empty() {
+                return Err(format!(
+                    "File exists (tern already has {} row(s) for this prefix)",
+                    live.len()
+                ));
+            }
+            rows_for(route)?
+        }
+        RouteChange::Replace(route) => rows_for(route)?,
+        RouteChange::Delete { table: t, .. } => {
+            if *t != MAIN_TABLE {
+                return Err(one_table(*t));
+            }
+            if live.is_empty() && gone.is_empty() {
+                return Err("No such route (tern has no route for this prefix)".into());
+            }
+            return Ok(RowPlan {
+                delete: live.iter().map(|r| (r.key, r.luid)).collect(),
+                forget: gone,
+                ..RowPlan::default()
+            });
+        }
+    };
+    let mut plan = RowPlan::default();
+    for w in &wanted {
+        match table.get(&w.key) {
+            Some(r) if record.owns(r) => {
+                let onlink = record.get(&w.key).is_some_and(|e| e.onlink);
+                if r.metric != w.metric || onlink != w.onlink {
+                    plan.update.push((*w, r.luid));
+                }
+            }
+            Some(_) => {
+                return Err(format!(
+                    "a row tern did not create exists for this prefix {}; tern leaves it alone",
+                    describe_hop(&w.key)
+                ))
+            }
+            None => plan.create.push(*w),
+        }
+    }
+    let is_wanted = |k: &RowKey| wanted.iter().any(|w| w.key == *k);
+    plan.delete = live
+        .iter()
+        .filter(|r| !is_wanted(&r.key))
+        .map(|r| (r.key, r.luid))
+        .collect();
+    plan.forget = gone.into_iter().filter(|k| !is_wanted(k)).collect();
+    Ok(plan)
+}
+
+/// tern's routes: owned rows present in the table, the rows of a prefix merged into one
+/// route. Windows forwards only over the rows of lowest metric, so a prefix whose rows
+/// disagree on the metric (changed by hand) is reported with those rows only, and
+/// reconcile then replaces it. Recorded rows the table lacks are simply absent.
+pub fn own_routes(table: &Table, record: &Record) -> Vec<Route> {
+    let mut by_prefix: BTreeMap<IpNet, Vec<(&InstalledRow, bool)>> = BTreeMap::new();
+    for entry in record.entries() {
+        if let Some(row) = table.get(&entry.key).filter(|r| record.owns(r)) {
+            by_prefix
+                .entry(entry.key.prefix)
+                .or_default()
+                .push((row, entry.onlink));
+        }
+    }
+    by_prefix
+        .into_iter()
+        .filter_map(|(prefix, rows)| {
+            let metric = rows.iter().map(|(r, _)| r.metric).min()?;
+            let hops = rows
+                .iter()
+                .filter(|(r, _)| r.metric == metric)
+                .map(|(r, onlink)| NextHop {
+                    gateway: (!r.key.next_hop.is_unspecified()).then_some(r.key.next_hop),
+                    interface: Some(r.key.interface),
+                    onlink: *onlink,
+                    weight: 1,
+                })
+                .collect();
             Some(Route {
                 prefix,
                 kind: RouteKind::Unicast(hops),
-                ..
-            }) if *prefix == row.prefix => hops.push(hop),
-            _ => routes.push(Route {
-                prefix: row.prefix,
-                kind: RouteKind::Unicast(vec![hop]),
-                metric: row.metric,
+                metric,
                 table: MAIN_TABLE,
-            }),
-        }
-    }
-    routes
-}
-
-/// Reads the record file: one row per line, `prefix next-hop interface metric`.
-/// A missing file is an empty record (first start).
-pub fn load_record(path: &Path) -> Result<BTreeSet<Row>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(n, line)| {
-            parse_row(line).map_err(|e| format!("{} line {}: {e}", path.display(), n + 1))
+            })
         })
         .collect()
 }
 
-fn parse_row(line: &str) -> Result<Row, String> {
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let [prefix, next_hop, interface, metric] = f.as_slice() else {
-        return Err(format!(
-            "expected `prefix next-hop interface metric`, got {line:?}"
-        ));
-    };
-    Ok(Row {
-        prefix: prefix
-            .parse()
-            .map_err(|e| format!("prefix {prefix:?}: {e}"))?,
-        next_hop: next_hop
-            .parse()
-            .map_err(|e| format!("next hop {next_hop:?}: {e}"))?,
-        interface: interface
-            .parse()
-            .map_err(|e| format!("interface {interface:?}: {e}"))?,
-        metric: metric
-            .parse()
-            .map_err(|e| format!("metric {metric:?}: {e}"))?,
-    })
-}
-
-/// Writes the record file atomically (temporary file, then rename), so a crash leaves
-/// the old record or the new one, never half of one.
-pub fn save_record(path: &Path, record: &BTreeSet<Row>) -> Result<(), String> {
-    let text: String = record
-        .iter()
-        .map(|r| format!("{} {} {} {}\n", r.prefix, r.next_hop, r.interface, r.metric))
-        .collect();
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Windows' NL_NEIGHBOR_STATE as tern's state (`None` for values it does not report).
+/// Windows' NL_NEIGHBOR_STATE as tern's state (`None` for values it does not know).
 pub fn neighbour_state(state: i32) -> Option<NeighbourState> {
     Some(match state {
         0 => NeighbourState::Failed, // NlnsUnreachable: resolution failed
@@ -219,6 +332,83 @@ pub fn neighbour_state(state: i32) -> Option<NeighbourState> {
         6 => NeighbourState::Permanent,
         _ => return None,
     })
+}
+
+/// A link-layer address as `ip neigh` prints it; `None` when unresolved (no bytes, or
+/// all zero, which is how Windows leaves an unresolved entry). `len` comes from the OS
+/// and is clamped to the buffer.
+pub fn lladdr(bytes: &[u8], len: u32) -> Option<String> {
+    let len = usize::try_from(len).map_or(bytes.len(), |l| l.min(bytes.len()));
+    let mac = bytes.get(..len)?;
+    if mac.iter().all(|b| *b == 0) {
+        return None;
+    }
+    let hex: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
+    Some(hex.join(":"))
+}
+
+/// A NUL-terminated UTF-16 name from a fixed OS buffer (no NUL: the whole buffer).
+pub fn wide_name(chars: &[u16]) -> String {
+    let len = chars.iter().position(|c| *c == 0).unwrap_or(chars.len());
+    String::from_utf16_lossy(chars.get(..len).unwrap_or_default())
+}
+
+/// Interfaces with their addresses attached: `(ifindex, address, on-link prefix
+/// length)`. Addresses of unknown interfaces or with impossible lengths are dropped.
+pub fn with_addresses(
+    interfaces: Vec<Interface>,
+    addresses: impl IntoIterator<Item = (u32, IpAddr, u8)>,
+) -> Vec<Interface> {
+    let mut by_index: BTreeMap<u32, Interface> =
+        interfaces.into_iter().map(|i| (i.index, i)).collect();
+    for (index, addr, len) in addresses {
+        if let (Some(i), Ok(net)) = (by_index.get_mut(&index), IpNet::new(addr, len)) {
+            i.addresses.push(net);
+        }
+    }
+    by_index.into_values().collect()
+}
+
+/// A failure reason for a Win32 error code: the call, Windows' own text (`os_text`,
+/// std's " (os error N)" suffix dropped) or a built-in one, the code, and the usual
+/// cause for the codes route programming meets.
+pub fn win32_reason(call: &str, code: u32, os_text: &str) -> String {
+    let (known, hint) = match code {
+        5 => (
+            "Access is denied.",
+            "tern must run as an administrator or LocalSystem",
+        ),
+        8 => (
+            "Not enough memory resources are available to process this command.",
+            "",
+        ),
+        50 => (
+            "The request is not supported.",
+            "the interface does not route, or this address family's stack is absent",
+        ),
+        87 => ("The parameter is incorrect.", ""),
+        1168 => ("Element not found.", "no such interface, or no such row"),
+        5010 => (
+            "The object already exists.",
+            "a row with this prefix, next hop and interface exists",
+        ),
+        _ => ("", ""),
+    };
+    let os = os_text.trim();
+    let os = os
+        .strip_suffix(&format!("(os error {code})"))
+        .map_or(os, str::trim_end);
+    let text = if os.is_empty() { known } else { os };
+    let text = if text.is_empty() {
+        "unknown error"
+    } else {
+        text
+    };
+    if hint.is_empty() {
+        format!("{call}: {text} (Win32 error {code})")
+    } else {
+        format!("{call}: {text} (Win32 error {code}: {hint})")
+    }
 }
 
 #[cfg(test)]

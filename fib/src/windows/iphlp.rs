@@ -1,39 +1,62 @@
-//! IP Helper calls: route rows, interfaces, addresses and neighbours.
+//! IP Helper calls: forward rows, interfaces, addresses and neighbours.
 //!
-//! Every table IP Helper hands out is read through a slice bounded by its NumEntries
-//! and freed with FreeMibTable; every call's error is reported with the call's name
-//! and Windows' message for the code.
+//! This file only moves values between windows-sys structures and [`convert`]'s plain
+//! types; every decision (which rows, whose rows, in what order, what a state means) is
+//! made in `convert` and `batch`, where it is tested without Windows. Tables IP Helper hands out are copied
+//! through a slice bounded by their NumEntries (checked first) and always freed with
+//! FreeMibTable. Every failed call becomes a reason naming the call, Windows' text and
+//! the Win32 code.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
-use windows_sys::Win32::Foundation::NO_ERROR;
+use windows_sys::Win32::Foundation::{ERROR_NOT_FOUND, NO_ERROR, WIN32_ERROR};
 use windows_sys::Win32::NetworkManagement::IpHelper::{
-    CreateIpForwardEntry2, DeleteIpForwardEntry2, FreeMibTable, GetIfTable2, GetIpForwardTable2,
-    GetIpNetTable2, GetUnicastIpAddressTable, InitializeIpForwardEntry, MIB_IF_TABLE2,
-    MIB_IPFORWARD_ROW2, MIB_IPFORWARD_TABLE2, MIB_IPNET_TABLE2, MIB_UNICASTIPADDRESS_TABLE,
+    ConvertInterfaceIndexToLuid, CreateIpForwardEntry2, DeleteIpForwardEntry2, FreeMibTable,
+    GetIfTable2, GetIpForwardTable2, GetIpNetTable2, GetUnicastIpAddressTable,
+    InitializeIpForwardEntry, SetIpForwardEntry2, MIB_IF_ROW2, MIB_IF_TABLE2, MIB_IPFORWARD_ROW2,
+    MIB_IPFORWARD_TABLE2, MIB_IPNET_ROW2, MIB_IPNET_TABLE2, MIB_UNICASTIPADDRESS_ROW,
+    MIB_UNICASTIPADDRESS_TABLE,
 };
-use windows_sys::Win32::NetworkManagement::Ndis::IfOperStatusUp;
+use windows_sys::Win32::NetworkManagement::Ndis::{IfOperStatusUp, NET_LUID_LH};
 use windows_sys::Win32::Networking::WinSock::{
     AF_INET, AF_INET6, AF_UNSPEC, MIB_IPPROTO_NETMGMT, SOCKADDR_INET,
 };
 
-use super::convert::{self, Row};
+use super::batch::{apply_batch, RowOps};
+use super::convert::{self, InstalledRow, Record, RowKey, Table, WantedRow};
 use crate::{ApplyReport, Fib, FibError, Interface, Neighbour, Route, RouteChange, RouteFailure};
 
-/// The Windows FIB. tern's rows are listed in a record file (see [`convert`]).
+// convert decides ownership with its own copy of the protocol number.
+const _: () = assert!(convert::PROTOCOL_NETMGMT == MIB_IPPROTO_NETMGMT);
+
+/// The Windows FIB: tern's routes as IP Helper forward rows in the one routing table.
+///
+/// Rows are created with protocol NETMGMT and listed in a record file (see
+/// [`super::record`]); only rows in the record are ever updated or deleted, and
+/// [`Fib::own_routes`] returns only those still in the table. Blackhole and unreachable
+/// routes, tables other than 254, next hops without an interface and unequal ECMP
+/// weights are refused per change with the reason (see [`super::convert`]). The route
+/// metric is written as given; Windows adds the interface metric when it chooses.
+///
+/// Route programming needs an administrator or LocalSystem. The calls are synchronous
+/// (IP Helper has no batch call): a large batch blocks the calling thread for the
+/// duration, so the FIB task should run where blocking is allowed.
 pub struct WindowsFib {
     record_path: PathBuf,
-    record: BTreeSet<Row>,
+    record: Record,
 }
 
 impl WindowsFib {
-    /// Opens the backend with the record of tern's rows at `record_path` (created on
-    /// the first change; a missing file means tern has no routes yet).
-    pub fn new(record_path: PathBuf) -> Result<WindowsFib, FibError> {
-        let record = convert::load_record(&record_path).map_err(|reason| FibError::Kernel {
+    /// Opens the backend, reading the record of tern's rows at `record_path` (for
+    /// example `C:\ProgramData\tern\routes.record`). A missing file means tern has no
+    /// rows yet; it is created by the first batch that changes something. Its directory
+    /// must exist. A record that cannot be read or parsed is an error: guessing would
+    /// risk deleting rows that are not tern's.
+    pub fn new(record_path: impl Into<PathBuf>) -> Result<WindowsFib, FibError> {
+        let record_path = record_path.into();
+        let record = Record::load(&record_path).map_err(|reason| FibError::Kernel {
             what: "reading tern's route record".into(),
             reason,
         })?;
@@ -42,24 +65,121 @@ impl WindowsFib {
             record,
         })
     }
-}
 
-fn win_error(call: &str, code: u32) -> String {
-    let text = std::io::Error::from_raw_os_error(code as i32).to_string();
-    format!("{call}: {text}")
-}
+    /// Where the record is kept.
+    pub fn record_path(&self) -> &Path {
+        &self.record_path
+    }
 
-fn kernel(what: &str, call: &str, code: u32) -> FibError {
-    FibError::Kernel {
-        what: what.into(),
-        reason: win_error(call, code),
+    /// The rows tern believes it created (some may since have been removed by others).
+    pub fn record(&self) -> &Record {
+        &self.record
     }
 }
 
-/// The address in a SOCKADDR_INET.
+fn reason(call: &str, code: WIN32_ERROR) -> String {
+    // std's text for a raw OS error comes from FormatMessageW.
+    let os = std::io::Error::from_raw_os_error(code as i32).to_string();
+    convert::win32_reason(call, code, &os)
+}
+
+fn check(call: &str, code: WIN32_ERROR) -> Result<(), String> {
+    if code == NO_ERROR {
+        Ok(())
+    } else {
+        Err(reason(call, code))
+    }
+}
+
+/// An IP Helper table: a row count, then that many rows in one allocation.
+trait MibTable {
+    type Row: Copy;
+
+    /// The row count and a pointer to the first row.
+    ///
+    /// # Safety
+    /// `table` points to a live table allocated by IP Helper.
+    unsafe fn header(table: *const Self) -> (u32, *const Self::Row);
+}
+
+macro_rules! mib_table {
+    ($table:ty => $row:ty) => {
+        impl MibTable for $table {
+            type Row = $row;
+
+            unsafe fn header(table: *const Self) -> (u32, *const $row) {
+                // SAFETY: the caller guarantees `table` is live. The fields are reached
+                // through the raw pointer, so the row pointer keeps the provenance of
+                // the whole allocation rather than of the declared one-row array.
+                unsafe {
+                    (
+                        (*table).NumEntries,
+                        std::ptr::addr_of!((*table).Table).cast::<$row>(),
+                    )
+                }
+            }
+        }
+    };
+}
+
+mib_table!(MIB_IPFORWARD_TABLE2 => MIB_IPFORWARD_ROW2);
+mib_table!(MIB_IF_TABLE2 => MIB_IF_ROW2);
+mib_table!(MIB_UNICASTIPADDRESS_TABLE => MIB_UNICASTIPADDRESS_ROW);
+mib_table!(MIB_IPNET_TABLE2 => MIB_IPNET_ROW2);
+
+/// A row count above this is taken as a corrupt table rather than trusted.
+const MAX_ROWS: usize = 1 << 24;
+
+/// Frees an IP Helper table on every path out of [`get_table`].
+struct FreeOnDrop(*const core::ffi::c_void);
+
+impl Drop for FreeOnDrop {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the pointer is a table IP Helper allocated; it is freed once, here.
+            unsafe { FreeMibTable(self.0) };
+        }
+    }
+}
+
+/// Calls a Get…Table2 function and copies its rows out. ERROR_NOT_FOUND, which these
+/// calls return when there are no entries, is an empty table.
+///
+/// # Safety
+/// `get` must be an IP Helper call that, when it returns NO_ERROR, has stored in its
+/// argument a table of `T` allocated by IP Helper (or null).
+unsafe fn get_table<T: MibTable>(
+    call: &str,
+    get: impl FnOnce(*mut *mut T) -> WIN32_ERROR,
+) -> Result<Vec<T::Row>, String> {
+    let mut table: *mut T = std::ptr::null_mut();
+    let code = get(&mut table);
+    if code == ERROR_NOT_FOUND {
+        return Ok(Vec::new());
+    }
+    check(call, code)?;
+    let _free = FreeOnDrop(table.cast_const().cast());
+    if table.is_null() {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the call succeeded, so `table` is a live IP Helper table of T.
+    let (count, first) = unsafe { T::header(table) };
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    let bytes = count.checked_mul(std::mem::size_of::<T::Row>());
+    if count > MAX_ROWS || bytes.is_none_or(|b| b > isize::MAX as usize) {
+        return Err(format!("{call}: implausible row count {count}"));
+    }
+    // SAFETY: IP Helper laid out `count` initialised, aligned rows from `first` within
+    // the allocation, which stays alive until `_free` drops after the copy; `count` was
+    // bounded above, so the slice's size fits in isize.
+    let rows = unsafe { std::slice::from_raw_parts(first, count) };
+    Ok(rows.to_vec())
+}
+
+/// The address in a SOCKADDR_INET (`None` for other families).
 fn from_sockaddr(a: &SOCKADDR_INET) -> Option<IpAddr> {
-    // SAFETY: si_family overlays the family field of both variants, and the variant it
-    // names is the one that was written.
+    // SAFETY: si_family overlays the family field of both members, and IP Helper
+    // writes the member the family names; every bit pattern of either member is valid.
     unsafe {
         match a.si_family {
             AF_INET => Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
@@ -86,219 +206,196 @@ fn to_sockaddr(addr: IpAddr) -> SOCKADDR_INET {
     s
 }
 
-fn to_row(r: &Row) -> MIB_IPFORWARD_ROW2 {
+fn luid_value(luid: &NET_LUID_LH) -> u64 {
+    // SAFETY: NET_LUID_LH is a union over one u64; any bit pattern is a valid Value.
+    unsafe { luid.Value }
+}
+
+fn installed(r: &MIB_IPFORWARD_ROW2) -> Option<InstalledRow> {
+    let dst = from_sockaddr(&r.DestinationPrefix.Prefix)?;
+    Some(InstalledRow {
+        key: RowKey {
+            prefix: IpNet::new(dst, r.DestinationPrefix.PrefixLength).ok()?,
+            next_hop: from_sockaddr(&r.NextHop)?,
+            interface: r.InterfaceIndex,
+        },
+        luid: luid_value(&r.InterfaceLuid),
+        metric: r.Metric,
+        protocol: r.Protocol,
+    })
+}
+
+fn forward_table() -> Result<Table, String> {
+    let get = |t: *mut *mut MIB_IPFORWARD_TABLE2| {
+        // SAFETY: `get_table` passes a valid out-pointer that outlives the call.
+        unsafe { GetIpForwardTable2(AF_UNSPEC, t) }
+    };
+    // SAFETY: GetIpForwardTable2 stores a MIB_IPFORWARD_TABLE2 on success.
+    let rows = unsafe { get_table("GetIpForwardTable2", get) }?;
+    Ok(rows.iter().filter_map(installed).collect())
+}
+
+fn mib_row(key: &RowKey, luid: u64, metric: u32) -> MIB_IPFORWARD_ROW2 {
     let mut row = MIB_IPFORWARD_ROW2::default();
-    // SAFETY: row is a valid, writable MIB_IPFORWARD_ROW2; the call sets defaults
-    // (lifetimes infinite, metric and protocol unset) that are overwritten below.
+    // SAFETY: `row` is a valid, writable MIB_IPFORWARD_ROW2 for the duration of the
+    // call, which only fills in defaults (infinite lifetimes and the like).
     unsafe { InitializeIpForwardEntry(&mut row) };
-    row.InterfaceIndex = r.interface;
-    row.DestinationPrefix.Prefix = to_sockaddr(r.prefix.network());
-    row.DestinationPrefix.PrefixLength = r.prefix.prefix_len();
-    row.NextHop = to_sockaddr(r.next_hop);
-    row.Metric = r.metric;
+    row.InterfaceLuid = NET_LUID_LH { Value: luid };
+    row.InterfaceIndex = key.interface;
+    row.DestinationPrefix.Prefix = to_sockaddr(key.prefix.network());
+    row.DestinationPrefix.PrefixLength = key.prefix.prefix_len();
+    row.NextHop = to_sockaddr(key.next_hop);
+    row.Metric = metric;
     row.Protocol = MIB_IPPROTO_NETMGMT;
     row
 }
 
-/// Reads an IP Helper table of `T` rows as a Vec, freeing it.
-///
-/// # Safety
-/// `table` must be null or point to a table IP Helper allocated, laid out as
-/// `NumEntries: u32` followed by the rows, as `Tab` describes.
-unsafe fn rows_of<Tab, T: Copy>(
-    table: *mut Tab,
-    entries: impl Fn(&Tab) -> (u32, *const T),
-) -> Vec<T> {
-    if table.is_null() {
-        return Vec::new();
+/// The row calls on the live kernel.
+struct IpHelper;
+
+impl RowOps for IpHelper {
+    fn create(&mut self, row: &WantedRow) -> Result<u64, String> {
+        let mut luid = NET_LUID_LH::default();
+        // SAFETY: `luid` is a valid out-pointer for the duration of the call.
+        let code = unsafe { ConvertInterfaceIndexToLuid(row.key.interface, &mut luid) };
+        check("ConvertInterfaceIndexToLuid", code)
+            .map_err(|e| format!("interface {}: {e}", row.key.interface))?;
+        let luid = luid_value(&luid);
+        let mib = mib_row(&row.key, luid, row.metric);
+        // SAFETY: `mib` is a fully initialised row that outlives the call, which reads it.
+        check("CreateIpForwardEntry2", unsafe {
+            CreateIpForwardEntry2(&mib)
+        })?;
+        Ok(luid)
     }
-    // SAFETY: the caller guarantees table points to a live table; NumEntries rows
-    // follow the header, so the slice stays inside the allocation.
-    let out = unsafe {
-        let (n, first) = entries(&*table);
-        std::slice::from_raw_parts(first, n as usize).to_vec()
-    };
-    // SAFETY: the table was allocated by IP Helper and is freed once, here.
-    unsafe { FreeMibTable(table.cast()) };
-    out
+
+    fn update(&mut self, row: &WantedRow, luid: u64) -> Result<(), String> {
+        let mib = mib_row(&row.key, luid, row.metric);
+        // SAFETY: as for CreateIpForwardEntry2.
+        check("SetIpForwardEntry2", unsafe { SetIpForwardEntry2(&mib) })
+    }
+
+    fn delete(&mut self, key: &RowKey, luid: u64) -> Result<(), String> {
+        let mib = mib_row(key, luid, 0);
+        // SAFETY: as for CreateIpForwardEntry2.
+        match unsafe { DeleteIpForwardEntry2(&mib) } {
+            ERROR_NOT_FOUND => Ok(()),
+            code => check("DeleteIpForwardEntry2", code),
+        }
+    }
 }
 
-fn forward_table() -> Result<Vec<Row>, FibError> {
-    let mut table: *mut MIB_IPFORWARD_TABLE2 = std::ptr::null_mut();
-    // SAFETY: table is a valid out-pointer; on success it receives an allocated table.
-    let code = unsafe { GetIpForwardTable2(AF_UNSPEC, &mut table) };
-    if code != NO_ERROR {
-        return Err(kernel(
-            "reading the routing table",
-            "GetIpForwardTable2",
-            code,
-        ));
-    }
-    // SAFETY: GetIpForwardTable2 succeeded, so table is an IP Helper forward table.
-    let rows = unsafe {
-        rows_of(table, |t: &MIB_IPFORWARD_TABLE2| {
-            (t.NumEntries, t.Table.as_ptr())
-        })
+/// Bit of MIB_IF_ROW2's InterfaceAndOperStatusFlags (second bitfield, FilterInterface)
+/// marking an NDIS filter module's pseudo-interface ("Ethernet-WFP Native MAC Layer
+/// LightWeight Filter-0000"): never a place for a route, only noise in the list.
+const FILTER_INTERFACE: u8 = 0b10;
+
+fn list_interfaces() -> Result<Vec<Interface>, FibError> {
+    let kernel = |reason| FibError::Kernel {
+        what: "listing interfaces".into(),
+        reason,
     };
+    let get_ifs = |t: *mut *mut MIB_IF_TABLE2| {
+        // SAFETY: `get_table` passes a valid out-pointer that outlives the call.
+        unsafe { GetIfTable2(t) }
+    };
+    // SAFETY: GetIfTable2 stores a MIB_IF_TABLE2 on success.
+    let ifs = unsafe { get_table("GetIfTable2", get_ifs) }.map_err(kernel)?;
+    let get_addrs = |t: *mut *mut MIB_UNICASTIPADDRESS_TABLE| {
+        // SAFETY: `get_table` passes a valid out-pointer that outlives the call.
+        unsafe { GetUnicastIpAddressTable(AF_UNSPEC, t) }
+    };
+    // SAFETY: GetUnicastIpAddressTable stores a MIB_UNICASTIPADDRESS_TABLE on success.
+    let addrs = unsafe { get_table("GetUnicastIpAddressTable", get_addrs) }.map_err(kernel)?;
+    let interfaces = ifs
+        .iter()
+        .filter(|r| r.InterfaceAndOperStatusFlags._bitfield & FILTER_INTERFACE == 0)
+        .map(|r| Interface {
+            index: r.InterfaceIndex,
+            name: convert::wide_name(&r.Alias),
+            up: r.OperStatus == IfOperStatusUp,
+            addresses: Vec::new(),
+        })
+        .collect();
+    Ok(convert::with_addresses(
+        interfaces,
+        addrs.iter().filter_map(|a| {
+            Some((
+                a.InterfaceIndex,
+                from_sockaddr(&a.Address)?,
+                a.OnLinkPrefixLength,
+            ))
+        }),
+    ))
+}
+
+fn list_neighbours() -> Result<Vec<Neighbour>, FibError> {
+    let get = |t: *mut *mut MIB_IPNET_TABLE2| {
+        // SAFETY: `get_table` passes a valid out-pointer that outlives the call.
+        unsafe { GetIpNetTable2(AF_UNSPEC, t) }
+    };
+    // SAFETY: GetIpNetTable2 stores a MIB_IPNET_TABLE2 on success.
+    let rows = unsafe { get_table("GetIpNetTable2", get) }.map_err(|reason| FibError::Kernel {
+        what: "listing neighbours".into(),
+        reason,
+    })?;
     Ok(rows
         .iter()
         .filter_map(|r| {
-            let dst = from_sockaddr(&r.DestinationPrefix.Prefix)?;
-            Some(Row {
-                prefix: IpNet::new(dst, r.DestinationPrefix.PrefixLength).ok()?,
-                next_hop: from_sockaddr(&r.NextHop)?,
+            Some(Neighbour {
                 interface: r.InterfaceIndex,
-                metric: r.Metric,
+                address: from_sockaddr(&r.Address)?,
+                lladdr: convert::lladdr(&r.PhysicalAddress, r.PhysicalAddressLength),
+                state: convert::neighbour_state(r.State)?,
             })
         })
         .collect())
 }
 
-impl WindowsFib {
-    fn execute(&mut self, change: &RouteChange) -> Result<(), String> {
-        let plan = convert::plan(change, &self.record)?;
-        for r in &plan.delete {
-            let row = to_row(r);
-            // SAFETY: row is a fully initialised MIB_IPFORWARD_ROW2 that outlives the call.
-            let code = unsafe { DeleteIpForwardEntry2(&row) };
-            if code != NO_ERROR && code != windows_sys::Win32::Foundation::ERROR_NOT_FOUND {
-                return Err(win_error("DeleteIpForwardEntry2", code));
-            }
-            self.record.remove(r);
-        }
-        for r in &plan.create {
-            let row = to_row(r);
-            // SAFETY: as above.
-            let code = unsafe { CreateIpForwardEntry2(&row) };
-            if code != NO_ERROR {
-                return Err(win_error("CreateIpForwardEntry2", code));
-            }
-            self.record.insert(*r);
-        }
-        Ok(())
-    }
-}
-
 impl Fib for WindowsFib {
     async fn apply(&mut self, changes: Vec<RouteChange>) -> ApplyReport {
-        let mut report = ApplyReport::default();
-        for change in &changes {
-            match self.execute(change) {
-                Ok(()) => report.applied += 1,
-                Err(reason) => report.failed.push(RouteFailure {
-                    prefix: change.prefix(),
-                    change: change.verb(),
-                    reason,
-                }),
+        let mut table = match forward_table() {
+            Ok(table) => table,
+            Err(e) => {
+                return ApplyReport {
+                    applied: 0,
+                    failed: changes
+                        .iter()
+                        .map(|c| RouteFailure {
+                            prefix: c.prefix(),
+                            change: c.verb(),
+                            reason: format!("reading the routing table: {e}"),
+                        })
+                        .collect(),
+                }
             }
-        }
-        // The record must match what was done, or a later start would adopt rows
-        // that are not tern's or forget rows that are.
-        if let Err(reason) = convert::save_record(&self.record_path, &self.record) {
-            for change in &changes {
-                report.failed.push(RouteFailure {
-                    prefix: change.prefix(),
-                    change: change.verb(),
-                    reason: format!("applied, but the route record could not be saved: {reason}"),
-                });
-            }
-        }
-        report
+        };
+        let path = &self.record_path;
+        apply_batch(
+            &changes,
+            &mut table,
+            &mut self.record,
+            &mut IpHelper,
+            |record| record.save(path),
+        )
     }
 
     async fn own_routes(&mut self) -> Result<Vec<Route>, FibError> {
-        Ok(convert::own_routes(&forward_table()?, &self.record))
+        let table = forward_table().map_err(|reason| FibError::Kernel {
+            what: "reading the routing table".into(),
+            reason,
+        })?;
+        Ok(convert::own_routes(&table, &self.record))
     }
 
     async fn interfaces(&mut self) -> Result<Vec<Interface>, FibError> {
-        let mut ifs: *mut MIB_IF_TABLE2 = std::ptr::null_mut();
-        // SAFETY: ifs is a valid out-pointer.
-        let code = unsafe { GetIfTable2(&mut ifs) };
-        if code != NO_ERROR {
-            return Err(kernel("listing interfaces", "GetIfTable2", code));
-        }
-        // SAFETY: GetIfTable2 succeeded.
-        let rows = unsafe { rows_of(ifs, |t: &MIB_IF_TABLE2| (t.NumEntries, t.Table.as_ptr())) };
-        let mut by_index: BTreeMap<u32, Interface> = rows
-            .iter()
-            .map(|r| {
-                let len = r
-                    .Alias
-                    .iter()
-                    .position(|c| *c == 0)
-                    .unwrap_or(r.Alias.len());
-                let name = String::from_utf16_lossy(r.Alias.get(..len).unwrap_or_default());
-                (
-                    r.InterfaceIndex,
-                    Interface {
-                        index: r.InterfaceIndex,
-                        name,
-                        up: r.OperStatus == IfOperStatusUp,
-                        addresses: Vec::new(),
-                    },
-                )
-            })
-            .collect();
-        let mut addrs: *mut MIB_UNICASTIPADDRESS_TABLE = std::ptr::null_mut();
-        // SAFETY: addrs is a valid out-pointer.
-        let code = unsafe { GetUnicastIpAddressTable(AF_UNSPEC, &mut addrs) };
-        if code != NO_ERROR {
-            return Err(kernel(
-                "listing addresses",
-                "GetUnicastIpAddressTable",
-                code,
-            ));
-        }
-        // SAFETY: GetUnicastIpAddressTable succeeded.
-        let rows = unsafe {
-            rows_of(addrs, |t: &MIB_UNICASTIPADDRESS_TABLE| {
-                (t.NumEntries, t.Table.as_ptr())
-            })
-        };
-        for r in &rows {
-            let (Some(a), Some(i)) = (
-                from_sockaddr(&r.Address),
-                by_index.get_mut(&r.InterfaceIndex),
-            ) else {
-                continue;
-            };
-            if let Ok(net) = IpNet::new(a, r.OnLinkPrefixLength) {
-                i.addresses.push(net);
-            }
-        }
-        Ok(by_index.into_values().collect())
+        list_interfaces()
     }
 
     async fn neighbours(&mut self) -> Result<Vec<Neighbour>, FibError> {
-        let mut table: *mut MIB_IPNET_TABLE2 = std::ptr::null_mut();
-        // SAFETY: table is a valid out-pointer.
-        let code = unsafe { GetIpNetTable2(AF_UNSPEC, &mut table) };
-        if code != NO_ERROR {
-            return Err(kernel("listing neighbours", "GetIpNetTable2", code));
-        }
-        // SAFETY: GetIpNetTable2 succeeded.
-        let rows = unsafe {
-            rows_of(table, |t: &MIB_IPNET_TABLE2| {
-                (t.NumEntries, t.Table.as_ptr())
-            })
-        };
-        Ok(rows
-            .iter()
-            .filter_map(|r| {
-                let len = (r.PhysicalAddressLength as usize).min(r.PhysicalAddress.len());
-                let mac = r.PhysicalAddress.get(..len).unwrap_or_default();
-                Some(Neighbour {
-                    interface: r.InterfaceIndex,
-                    address: from_sockaddr(&r.Address)?,
-                    lladdr: (!mac.is_empty()).then(|| {
-                        mac.iter()
-                            .map(|b| format!("{b:02x}"))
-                            .collect::<Vec<_>>()
-                            .join(":")
-                    }),
-                    state: convert::neighbour_state(r.State)?,
-                })
-            })
-            .collect())
+        list_neighbours()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,66 @@
+//! Reads only: GetIpForwardTable2, GetIfTable2 and GetUnicastIpAddressTable, which Wine
+//! implements. No test here may reach a row-writing call (CreateIpForwardEntry2 and
+//! friends abort the process under Wine, and would change the host's routes on
+//! Windows), so `apply` and the neighbour table (not implemented by Wine 8) stay out.
+
+use super::*;
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
+#[test]
+fn the_forward_table_reads_as_rows_of_one_family_each() {
+    let table = forward_table().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!table.is_empty(), "a host always has some route");
+    for row in table.rows() {
+        let k = &row.key;
+        assert_eq!(k.prefix.addr().is_ipv4(), k.next_hop.is_ipv4(), "{row:?}");
+        assert_ne!(row.luid, 0, "{row:?}: every row is on an interface");
+    }
+    eprintln!("{:#?}", table.rows().collect::<Vec<_>>());
+}
+
+#[test]
+fn own_routes_are_only_the_recorded_rows_of_the_live_table() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("routes.record");
+    let mut fib = WindowsFib::new(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        block_on(fib.own_routes()),
+        Ok(vec![]),
+        "an empty record owns nothing"
+    );
+    // Claim one live row in the record (the file only; no route is touched).
+    let table = forward_table().unwrap_or_else(|e| panic!("{e}"));
+    let Some(row) = table
+        .rows()
+        .find(|r| r.protocol == convert::PROTOCOL_NETMGMT)
+        .copied()
+    else {
+        eprintln!("no NETMGMT row on this host; ownership of a live row not checked");
+        return;
+    };
+    let mut record = Record::default();
+    record.insert(convert::RecordEntry {
+        key: row.key,
+        luid: row.luid,
+        onlink: false,
+    });
+    record.save(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mut fib = WindowsFib::new(&path).unwrap_or_else(|e| panic!("{e}"));
+    let own = block_on(fib.own_routes()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!(own[0].prefix, row.key.prefix);
+}
+
+#[test]
+fn interfaces_carry_names_and_the_addresses_of_the_host() {
+    let mut fib = WindowsFib::new(std::env::temp_dir().join("tern-no-record"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ifs = block_on(fib.interfaces()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!ifs.is_empty());
+    assert!(ifs.iter().all(|i| !i.name.is_empty()), "{ifs:?}");
+    assert!(ifs.iter().any(|i| !i.addresses.is_empty()), "{ifs:?}");
+    eprintln!("{ifs:#?}");
+}
