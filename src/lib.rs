@@ -2,4 +2,5 @@
 //! end-to-end tests (capture reading, message rendering).
 
 pub mod capture;
+pub mod check_config;
 pub mod decode;

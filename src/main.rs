@@ -1,4 +1,4 @@
-//! The `tern` command line. Today: `tern decode`; the daemon (`tern run`) and the
+//! The `tern` command line. Today: `tern decode` and `tern check-config`; the daemon (`tern run`) and the
 //! control-socket commands (`status`, `peers`, `routes`, `fib`, `diagnose`, `health`)
 //! follow DESIGN.md as they are built.
 
@@ -25,6 +25,13 @@ struct Cli {
 enum Command {
     /// Print BGP messages from a capture (pcap/pcapng), hex text or a raw byte stream.
     Decode(DecodeArgs),
+    /// Validate tern.yaml and the cluster's resources without running, and show this
+    /// node's peers and originated prefixes. Exit code 1 when anything is invalid.
+    CheckConfig {
+        /// The daemon's file.
+        #[arg(long, short, default_value = "/etc/tern/tern.yaml")]
+        config: std::path::PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,6 +90,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(a) => run_decode(a),
+        Command::CheckConfig { config } => {
+            let report = tern::check_config::check(&config);
+            print!("{}", tern::check_config::render(&report));
+            if report.errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
     }
 }
 

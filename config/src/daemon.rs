@@ -133,6 +133,7 @@ impl DaemonConfig {
         let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| ConfigError {
             file: file.to_string(),
             line: e.location().map(|l| l.line()),
+            resource: None,
             field: None,
             reason: first_line(&e.to_string()),
         })?;
@@ -202,6 +203,7 @@ impl DaemonConfig {
                 if !addr.ip().is_loopback() {
                     warnings.push(Warning {
                         file: file.into(),
+                        resource: None,
                         field: "metrics".into(),
                         message: format!(
                             "{addr} is reachable from other hosts; metrics are unauthenticated"
@@ -231,6 +233,7 @@ impl DaemonConfig {
                 {
                     warnings.push(Warning {
                         file: file.into(),
+                        resource: None,
                         field: "fib.route_protocol".into(),
                         message: format!("{} is the protocol number of {who}; tern would treat that daemon's routes as its own", fib.route_protocol),
                     });
@@ -280,6 +283,7 @@ impl DaemonConfig {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: file.clone(),
             line: None,
+            resource: None,
             field: None,
             reason: format!("cannot read: {e}"),
         })?;

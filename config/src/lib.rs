@@ -1,15 +1,29 @@
 //! tern-config: what tern is told to do.
 //!
-//! Today it owns the daemon's own file (`tern.yaml`, [`daemon`]): where the cluster
-//! state lives, the control socket, metrics, FIB settings and logging, validated with
-//! errors that name the file, line and field. The Calico v3 resource model, the
-//! datastores and the per-node `Intent` join it as issue 5 is built.
+//! - [`daemon`]: the daemon's own file (`tern.yaml`).
+//! - [`model`]: Calico v3 resources as serde shapes; [`cluster`]: the same, validated
+//!   and typed, with errors naming file, line, document, resource and field;
+//!   [`selector`]: Calico's label selectors; [`values`]: AS numbers, durations,
+//!   communities.
+//! - [`intent`]: what one node must do (peers, originated prefixes, policy), a pure
+//!   function of the cluster; [`policy`]: export/import decisions; [`diff`]: what
+//!   changed between two intents; [`tracker`]: the intent in force across snapshots.
+//! - [`datastore`]: the file and etcd stores, which deliver complete snapshots.
 //!
-//! Parsing is sans-IO (`&str` in, values out); only [`daemon::DaemonConfig::load`]
-//! reads a file.
+//! Everything but the datastores is sans-IO (text in, values out).
 
+pub mod cluster;
 pub mod daemon;
+pub mod datastore;
+pub mod diff;
 pub mod error;
+pub mod intent;
+pub mod model;
+pub mod policy;
+pub mod selector;
+pub mod tracker;
+pub mod values;
 
+pub use cluster::Cluster;
 pub use daemon::{DaemonConfig, Datastore, FibConfig};
 pub use error::{ConfigError, Warning};

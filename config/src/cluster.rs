@@ -1,0 +1,424 @@
+//! The cluster as tern understands it: every Calico resource from the datastore,
+//! parsed and validated into typed values ([`Cluster`]).
+//!
+//! Loading collects *all* errors of all documents rather than stopping at the first, so
+//! `tern check-config` shows every mistake at once. Each error names the origin (file or
+//! etcd key), the line, the document and resource, the field, what is wrong and what is
+//! allowed. Things that work but are ignored come back as warnings.
+
+mod check;
+pub(crate) mod parse;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use crate::datastore::Document;
+use crate::error::{ConfigError, Warning};
+use crate::selector::Selector;
+use crate::values::Community;
+
+/// Where a BGP password comes from. The value itself is read only when a session
+/// needs it (see [`PasswordSource::resolve`]) and is never logged.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PasswordSource {
+    /// A Kubernetes secret, read as the file a secret volume mounts:
+    /// `<secrets dir>/<name>/<key>`.
+    SecretKeyRef {
+        /// Secret name.
+        name: String,
+        /// Key.
+        key: String,
+    },
+    /// A file holding the password.
+    File(PathBuf),
+    /// An environment variable.
+    Env(String),
+}
+
+/// A password read from its source. Debug and Display print `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The password, for the socket option only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Default directory of mounted Kubernetes secrets for `secretKeyRef` passwords.
+pub const DEFAULT_SECRETS_DIR: &str = "/etc/tern/secrets";
+
+impl PasswordSource {
+    /// Reads the password. Errors name the source, never the value.
+    pub fn resolve(&self, secrets_dir: &std::path::Path) -> Result<Secret, String> {
+        let from_file = |p: &std::path::Path| {
+            std::fs::read_to_string(p)
+                .map(|s| Secret(s.trim_end_matches(['\r', '\n']).to_string()))
+                .map_err(|e| format!("cannot read the BGP password file {}: {e}", p.display()))
+        };
+        let secret = match self {
+            PasswordSource::SecretKeyRef { name, key } => {
+                from_file(&secrets_dir.join(name).join(key))?
+            }
+            PasswordSource::File(p) => from_file(p)?,
+            PasswordSource::Env(v) => Secret(std::env::var(v).map_err(|_| {
+                format!("the BGP password variable {v} is not set (or not valid UTF-8)")
+            })?),
+        };
+        if secret.0.is_empty() || secret.0.len() > 80 {
+            return Err(format!(
+                "the BGP password from {self} must be 1-80 bytes (the TCP-MD5 key limit)"
+            ));
+        }
+        Ok(secret)
+    }
+}
+
+impl std::fmt::Display for PasswordSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PasswordSource::SecretKeyRef { name, key } => write!(f, "secret {name}/{key}"),
+            PasswordSource::File(p) => write!(f, "file {}", p.display()),
+            PasswordSource::Env(v) => write!(f, "environment variable {v}"),
+        }
+    }
+}
+
+/// Global BGP settings (BGPConfiguration `default`, with this node's `node.<name>`
+/// override of port and bind mode).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BgpSettings {
+    /// Default AS (Calico's default is 64512).
+    pub as_number: u32,
+    /// Node-to-node mesh on.
+    pub mesh: bool,
+    /// Listen port.
+    pub listen_port: u16,
+    /// Listen only on the node's addresses (`bindMode: NodeIP`).
+    pub bind_node_ip: bool,
+    /// Mesh password.
+    pub mesh_password: Option<PasswordSource>,
+    /// Mesh graceful-restart time.
+    pub mesh_restart_time: Option<Duration>,
+    /// Interface patterns never learned from.
+    pub ignored_interfaces: Vec<String>,
+    /// Communities per CIDR for originated prefixes (names resolved).
+    pub prefix_advertisements: Vec<(IpNet, Vec<Community>)>,
+    /// Service ranges to advertise.
+    pub services: Vec<(IpNet, ServiceKind)>,
+    /// Per-node overrides: node name → (listen port, bind to node IP).
+    pub node_overrides: BTreeMap<String, (Option<u16>, Option<bool>)>,
+}
+
+/// Calico's default AS.
+pub const DEFAULT_AS: u32 = 64512;
+
+impl Default for BgpSettings {
+    fn default() -> BgpSettings {
+        BgpSettings {
+            as_number: DEFAULT_AS,
+            mesh: true,
+            listen_port: 179,
+            bind_node_ip: false,
+            mesh_password: None,
+            mesh_restart_time: None,
+            ignored_interfaces: Vec::new(),
+            prefix_advertisements: Vec::new(),
+            services: Vec::new(),
+            node_overrides: BTreeMap::new(),
+        }
+    }
+}
+
+/// Which service range a prefix comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ServiceKind {
+    /// `serviceClusterIPs`.
+    ClusterIp,
+    /// `serviceExternalIPs`.
+    ExternalIp,
+    /// `serviceLoadBalancerIPs`.
+    LoadBalancerIp,
+}
+
+/// A Node with BGP settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// IPv4 address and prefix length.
+    pub ipv4: Option<(Ipv4Addr, u8)>,
+    /// IPv6 address and prefix length.
+    pub ipv6: Option<(IpAddr, u8)>,
+    /// Own AS, when set.
+    pub as_number: Option<u32>,
+    /// Route-reflector cluster id, on route reflectors.
+    pub rr_cluster_id: Option<Ipv4Addr>,
+}
+
+impl Node {
+    /// The node's address of the family of `like`.
+    pub fn address_like(&self, like: IpAddr) -> Option<IpAddr> {
+        match like {
+            IpAddr::V4(_) => self.ipv4.map(|(a, _)| IpAddr::V4(a)),
+            IpAddr::V6(_) => self.ipv6.map(|(a, _)| a),
+        }
+    }
+}
+
+/// Which nodes a BGPPeer applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applies {
+    /// Every node (a global peer).
+    Global,
+    /// One node by name.
+    Node(String),
+    /// Nodes matching a selector.
+    Selector(Selector),
+}
+
+/// Whom a BGPPeer peers with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerTarget {
+    /// One address, optionally with a port.
+    Address(IpAddr, Option<u16>),
+    /// Every node matching a selector.
+    Nodes(Selector),
+}
+
+/// Next-hop handling toward a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NextHopMode {
+    /// Self for eBGP, unchanged for iBGP (BIRD's default).
+    #[default]
+    Auto,
+    /// Always self.
+    SelfHop,
+    /// Never change.
+    Keep,
+}
+
+/// A validated BGPPeer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerResource {
+    /// Resource name.
+    pub name: String,
+    /// Which nodes.
+    pub applies: Applies,
+    /// Whom.
+    pub target: PeerTarget,
+    /// Peer AS (required with an address; from the node with a selector).
+    pub as_number: Option<u32>,
+    /// Our AS on the session.
+    pub local_as_number: Option<u32>,
+    /// Password.
+    pub password: Option<PasswordSource>,
+    /// Source the session from the node's address (`UseNodeIP`, default).
+    pub source_node_ip: bool,
+    /// Graceful-restart time.
+    pub restart_time: Option<Duration>,
+    /// Keepalive interval.
+    pub keepalive: Option<Duration>,
+    /// Hold time.
+    pub hold: Option<Duration>,
+    /// allowas-in.
+    pub allowas_in: u32,
+    /// GTSM hops.
+    pub ttl_security: Option<u8>,
+    /// Gateway to reach the peer.
+    pub reachable_by: Option<IpAddr>,
+    /// Filter names in order (all exist).
+    pub filters: Vec<String>,
+    /// Next hop.
+    pub next_hop: NextHopMode,
+    /// Selected nodes peer back automatically.
+    pub reverse_auto: bool,
+}
+
+/// How pods in a pool are reached across nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EncapMode {
+    /// Native routing.
+    #[default]
+    Never,
+    /// Always encapsulate.
+    Always,
+    /// Encapsulate only toward nodes on another subnet.
+    CrossSubnet,
+}
+
+/// A validated IPPool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    /// Resource name.
+    pub name: String,
+    /// The pool.
+    pub cidr: IpNet,
+    /// Block prefix length.
+    pub block_size: u8,
+    /// Blocks and addresses are advertised.
+    pub export: bool,
+    /// IPIP mode.
+    pub ipip: EncapMode,
+    /// VXLAN mode.
+    pub vxlan: EncapMode,
+}
+
+/// BGPFilter rule action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Accept the route.
+    Accept,
+    /// Reject the route.
+    Reject,
+}
+
+/// How a rule compares a prefix with its CIDR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MatchOperator {
+    /// The same prefix.
+    Equal,
+    /// Not the same prefix.
+    NotEqual,
+    /// Inside (or equal to) the CIDR.
+    In,
+    /// Not inside the CIDR.
+    NotIn,
+}
+
+/// A validated BGPFilter rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rule {
+    /// CIDR and operator.
+    pub cidr: Option<(IpNet, MatchOperator)>,
+    /// Prefix length bounds.
+    pub prefix_length: Option<(u8, u8)>,
+    /// Only routes learned from BGP peers.
+    pub remote_peers_only: bool,
+    /// Interface pattern (kernel routes).
+    pub interface: Option<String>,
+    /// Only for eBGP (true) or iBGP (false) peers.
+    pub ebgp: Option<bool>,
+    /// Communities the route must carry.
+    pub communities: Vec<Community>,
+    /// What to do on a match.
+    pub action: Action,
+}
+
+/// A validated BGPFilter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Filter {
+    /// Name.
+    pub name: String,
+    /// IPv4 export rules.
+    pub export_v4: Vec<Rule>,
+    /// IPv4 import rules.
+    pub import_v4: Vec<Rule>,
+    /// IPv6 export rules.
+    pub export_v6: Vec<Rule>,
+    /// IPv6 import rules.
+    pub import_v6: Vec<Rule>,
+}
+
+/// State of a block affinity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AffinityState {
+    /// The node holds the block.
+    Confirmed,
+    /// Being claimed.
+    Pending,
+    /// Being released.
+    PendingDeletion,
+}
+
+/// A validated BlockAffinity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Affinity {
+    /// The node.
+    pub node: String,
+    /// The block.
+    pub cidr: IpNet,
+    /// State.
+    pub state: AffinityState,
+    /// Marked deleted.
+    pub deleted: bool,
+}
+
+/// A validated IPAMBlock: who the block is affine to and who each address went to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// The block.
+    pub cidr: IpNet,
+    /// The affine node.
+    pub affinity: Option<String>,
+    /// Allocated addresses and the node each was allocated to, when recorded.
+    pub allocations: Vec<(IpAddr, Option<String>)>,
+    /// Marked deleted.
+    pub deleted: bool,
+}
+
+/// Every resource, validated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cluster {
+    /// Global BGP settings.
+    pub bgp: BgpSettings,
+    /// Nodes by name.
+    pub nodes: BTreeMap<String, Node>,
+    /// BGPPeers, by name order.
+    pub peers: Vec<PeerResource>,
+    /// IPPools.
+    pub pools: Vec<Pool>,
+    /// BGPFilters by name.
+    pub filters: BTreeMap<String, Filter>,
+    /// BlockAffinities.
+    pub affinities: Vec<Affinity>,
+    /// IPAMBlocks.
+    pub blocks: Vec<Block>,
+}
+
+/// Every error found while loading, in document order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl Cluster {
+    /// Parses and validates every document. All errors are returned together; a
+    /// cluster is returned only when there are none.
+    pub fn from_documents(docs: &[Document]) -> Result<(Cluster, Vec<Warning>), ConfigErrors> {
+        let mut raw = Vec::new();
+        let mut errors = Vec::new();
+        for d in docs {
+            match parse::documents(&d.origin, &d.text) {
+                Ok(mut r) => raw.append(&mut r),
+                Err(e) => errors.push(e),
+            }
+        }
+        let mut warnings = Vec::new();
+        let cluster = check::build(&raw, &mut errors, &mut warnings);
+        if errors.is_empty() {
+            Ok((cluster, warnings))
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+
+    /// The pool containing `net`, if any.
+    pub fn pool_of(&self, net: &IpNet) -> Option<&Pool> {
+        self.pools.iter().find(|p| p.cidr.contains(net))
+    }
+}

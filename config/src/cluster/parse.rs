@@ -1,0 +1,231 @@
+//! From text to typed resources: splitting multi-document YAML, reading each
+//! document's kind, parsing its spec with line numbers, and listing the fields tern
+//! ignores. `calicoctl get -o yaml` of several objects prints a `...List` with `items`;
+//! those are unpacked here too.
+
+use serde::de::DeserializeOwned;
+
+use crate::error::{ConfigError, Warning};
+use crate::model::{Header, Resource};
+
+/// One resource document located in its origin.
+#[derive(Debug, Clone)]
+pub(crate) struct RawDoc {
+    /// File path or etcd key.
+    pub origin: String,
+    /// 1-based document number within the origin (items of a List count on).
+    pub index: usize,
+    /// 1-based line where the document starts.
+    pub line: u64,
+    /// The document, as YAML text or (List items) as a value.
+    pub body: Body,
+    /// Kind and name.
+    pub header: Header,
+}
+
+/// A document's content.
+#[derive(Debug, Clone)]
+pub(crate) enum Body {
+    /// YAML text, parsed with line numbers.
+    Text(String),
+    /// An item of a List, already a value.
+    Value(serde_json::Value),
+}
+
+impl RawDoc {
+    /// `document 3 (BGPPeer tor-a)`, the context of every message about it.
+    pub fn context(&self) -> String {
+        let name = if self.header.metadata.name.is_empty() {
+            "<no name>"
+        } else {
+            &self.header.metadata.name
+        };
+        format!("document {} ({} {name})", self.index, self.header.kind)
+    }
+
+    /// An error about a field of this document.
+    pub fn error(&self, field: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.origin.clone(),
+            line: Some(self.line + self.field_offset(field).unwrap_or(0)),
+            resource: Some(self.context()),
+            field: (!field.is_empty()).then(|| field.to_string()),
+            reason: reason.into(),
+        }
+    }
+
+    /// Lines from the document's start to the line where `field`'s last key is written,
+    /// when that key appears exactly once in the document (otherwise the document's
+    /// first line is the honest answer).
+    fn field_offset(&self, field: &str) -> Option<u64> {
+        let Body::Text(text) = &self.body else {
+            return None;
+        };
+        let key = field.rsplit('.').next()?;
+        let key = key.split('[').next()?;
+        if key.is_empty() {
+            return None;
+        }
+        let is_key_at = |line: &str, i: usize| {
+            let before_ok = line[..i]
+                .chars()
+                .next_back()
+                .is_none_or(|c| c == ' ' || c == '{' || c == ',' || c == '-');
+            before_ok && line[i + key.len()..].starts_with(':')
+        };
+        let mut hits = text.lines().enumerate().filter(|(_, line)| {
+            let line = line.split(" #").next().unwrap_or(line);
+            line.match_indices(key).any(|(i, _)| is_key_at(line, i))
+        });
+        let (n, _) = hits.next()?;
+        if hits.next().is_some() {
+            return None;
+        }
+        u64::try_from(n).ok()
+    }
+
+    /// A warning about a field of this document.
+    pub fn warning(&self, field: &str, message: impl Into<String>) -> Warning {
+        Warning {
+            file: self.origin.clone(),
+            resource: Some(self.context()),
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// Parses the document as `Resource<S>`, warning about each field tern ignores
+    /// (outside `metadata` and `status`, which calicoctl output always carries).
+    pub fn parse<S: DeserializeOwned>(
+        &self,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Resource<S>, ConfigError> {
+        let value = match &self.body {
+            Body::Text(text) => {
+                // First pass for the error, which carries the line; the second, over a
+                // value, finds the ignored fields.
+                serde_saphyr::from_str::<Resource<S>>(text).map_err(|e| ConfigError {
+                    file: self.origin.clone(),
+                    line: Some(self.line + e.location().map(|l| l.line()).unwrap_or(1) - 1),
+                    resource: Some(self.context()),
+                    field: None,
+                    reason: parser_message(&e.to_string()),
+                })?;
+                serde_saphyr::from_str::<serde_json::Value>(text)
+                    .map_err(|e| self.error("", parser_message(&e.to_string())))?
+            }
+            Body::Value(v) => v.clone(),
+        };
+        let mut ignored = Vec::new();
+        let parsed: Resource<S> = serde_ignored::deserialize(value, |path| {
+            let path = path.to_string();
+            if !(path.starts_with("metadata") || path.starts_with("status")) {
+                ignored.push(path);
+            }
+        })
+        .map_err(|e| self.error("", e.to_string()))?;
+        for path in ignored {
+            warnings.push(self.warning(&path, "not used by tern; ignored"));
+        }
+        Ok(parsed)
+    }
+}
+
+/// Splits `text` into documents, reads each one's kind and name, and unpacks Lists.
+/// Empty documents (only comments) are skipped.
+pub(crate) fn documents(origin: &str, text: &str) -> Result<Vec<RawDoc>, ConfigError> {
+    let mut out = Vec::new();
+    for (line, doc) in split(text) {
+        if doc
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            continue;
+        }
+        let index = out.len() + 1;
+        let header: Header = serde_saphyr::from_str(&doc).map_err(|e| ConfigError {
+            file: origin.to_string(),
+            line: Some(line + e.location().map(|l| l.line()).unwrap_or(1) - 1),
+            resource: Some(format!("document {index}")),
+            field: None,
+            reason: parser_message(&e.to_string()),
+        })?;
+        if header.kind.ends_with("List") {
+            let list: serde_json::Value =
+                serde_saphyr::from_str(&doc).map_err(|e| ConfigError {
+                    file: origin.to_string(),
+                    line: Some(line),
+                    resource: Some(format!("document {index} ({})", header.kind)),
+                    field: None,
+                    reason: parser_message(&e.to_string()),
+                })?;
+            let items = list
+                .get("items")
+                .and_then(|i| i.as_array())
+                .cloned()
+                .unwrap_or_default();
+            for item in items {
+                let header: Header = serde_json::from_value(item.clone()).unwrap_or_default();
+                out.push(RawDoc {
+                    origin: origin.to_string(),
+                    index: out.len() + 1,
+                    line,
+                    body: Body::Value(item),
+                    header,
+                });
+            }
+            continue;
+        }
+        out.push(RawDoc {
+            origin: origin.to_string(),
+            index,
+            line,
+            body: Body::Text(doc),
+            header,
+        });
+    }
+    Ok(out)
+}
+
+/// Splits at `---` lines, returning each document with its 1-based first line.
+fn split(text: &str) -> Vec<(u64, String)> {
+    let mut docs = Vec::new();
+    let mut current = String::new();
+    let mut start = 1u64;
+    for (n, l) in text.lines().enumerate() {
+        let lineno = n as u64 + 1;
+        let trimmed = l.trim_end();
+        if trimmed == "---" || trimmed.starts_with("--- ") {
+            docs.push((start, std::mem::take(&mut current)));
+            start = lineno + 1;
+            // `--- key: value` starts a document on the marker line itself.
+            if let Some(rest) = trimmed.strip_prefix("--- ") {
+                current.push_str(rest);
+                current.push('\n');
+                start = lineno;
+            }
+            continue;
+        }
+        if trimmed == "..." {
+            continue;
+        }
+        current.push_str(l);
+        current.push('\n');
+    }
+    docs.push((start, current));
+    docs
+}
+
+/// The parser's message without its "error: line N column M:" prefix (the line is
+/// reported separately) and without the source snippet that follows.
+pub(crate) fn parser_message(s: &str) -> String {
+    let msg = s.lines().next().unwrap_or_default();
+    let msg = msg.strip_prefix("error: ").unwrap_or(msg);
+    match msg
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(": "))
+    {
+        Some((_, text)) => text.to_string(),
+        None => msg.to_string(),
+    }
+}

@@ -1,0 +1,389 @@
+//! Calico v3 resources as `calicoctl get -o yaml` prints them: the serde shapes of
+//! `BGPConfiguration`, `BGPPeer`, `Node`, `IPPool`, `BGPFilter`, `BlockAffinity` and
+//! `IPAMBlock`.
+//!
+//! These types only read; they keep addresses and durations as the text the user wrote
+//! so that [`crate::cluster`] can reject a bad value naming the document and the field.
+//! Fields tern does not use are ignored with a warning (see [`crate::cluster`]), because
+//! users paste whole `calicoctl` output, status and all.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+/// `metadata` of any resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// Resource name.
+    #[serde(default)]
+    pub name: String,
+    /// Labels (Nodes are selected by them).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One resource document: `apiVersion`, `kind`, `metadata`, `spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resource<S> {
+    /// `projectcalico.org/v3` (or `crd.projectcalico.org/v1` for the IPAM kinds).
+    #[serde(default)]
+    pub api_version: String,
+    /// The kind, e.g. `BGPPeer`.
+    #[serde(default)]
+    pub kind: String,
+    /// Name and labels.
+    #[serde(default)]
+    pub metadata: Metadata,
+    /// The kind's spec.
+    pub spec: S,
+}
+
+/// The kind and name, read first to choose the spec type.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    /// API version.
+    #[serde(default)]
+    pub api_version: String,
+    /// Kind.
+    #[serde(default)]
+    pub kind: String,
+    /// Metadata.
+    #[serde(default)]
+    pub metadata: Metadata,
+}
+
+/// An AS number as Calico accepts it: a number or a string (`"64512"`, asdot `"1.10"`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum AsNumber {
+    /// Plain number.
+    Number(u64),
+    /// Text: decimal or asdot.
+    Text(String),
+}
+
+/// Where a BGP password comes from. Calico's `secretKeyRef` names a Kubernetes secret;
+/// tern reads it as the file a secret volume mounts (`<secrets dir>/<name>/<key>`).
+/// `file` and `env` are tern's additions for hosts without Kubernetes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PasswordSpec {
+    /// Kubernetes secret reference.
+    pub secret_key_ref: Option<SecretKeyRef>,
+    /// A file holding the password (one line; trailing newline ignored).
+    pub file: Option<PathBuf>,
+    /// An environment variable holding the password.
+    pub env: Option<String>,
+}
+
+/// `secretKeyRef`: a secret name and the key inside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct SecretKeyRef {
+    /// Secret name.
+    #[serde(default)]
+    pub name: String,
+    /// Key in the secret.
+    #[serde(default)]
+    pub key: String,
+}
+
+/// `BGPConfiguration.spec` (the one named `default` is global; `node.<name>` is per node).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BgpConfigurationSpec {
+    /// Default AS of nodes without their own.
+    pub as_number: Option<AsNumber>,
+    /// Full iBGP mesh between all nodes (default true).
+    pub node_to_node_mesh_enabled: Option<bool>,
+    /// BGP port (default 179).
+    pub listen_port: Option<u16>,
+    /// `None` (listen on all addresses) or `NodeIP`.
+    pub bind_mode: Option<String>,
+    /// Calico's log level for BIRD; tern's own comes from `tern.yaml`.
+    pub log_severity_screen: Option<String>,
+    /// Password of the mesh sessions.
+    pub node_mesh_password: Option<PasswordSpec>,
+    /// Graceful-restart time of the mesh sessions (Go duration, e.g. `120s`).
+    pub node_mesh_max_restart_time: Option<String>,
+    /// Interface name patterns whose routes are never learned from the kernel.
+    #[serde(default)]
+    pub ignored_interfaces: Vec<String>,
+    /// Named communities for `prefixAdvertisements`.
+    #[serde(default)]
+    pub communities: Vec<CommunityDef>,
+    /// Communities attached to originated prefixes inside a CIDR.
+    #[serde(default)]
+    pub prefix_advertisements: Vec<PrefixAdvertisement>,
+    /// Service cluster IP ranges to advertise.
+    #[serde(default, rename = "serviceClusterIPs")]
+    pub service_cluster_ips: Vec<CidrEntry>,
+    /// Service external IP ranges to advertise.
+    #[serde(default, rename = "serviceExternalIPs")]
+    pub service_external_ips: Vec<CidrEntry>,
+    /// Service LoadBalancer IP ranges to advertise.
+    #[serde(default, rename = "serviceLoadBalancerIPs")]
+    pub service_load_balancer_ips: Vec<CidrEntry>,
+}
+
+/// `{name, value}` of a named community.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct CommunityDef {
+    /// Name used in `prefixAdvertisements`.
+    #[serde(default)]
+    pub name: String,
+    /// `aa:nn` or large `aa:bb:cc`.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// `{cidr, communities}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PrefixAdvertisement {
+    /// Prefixes inside this CIDR get the communities.
+    pub cidr: IpNet,
+    /// Community names or literal values.
+    #[serde(default)]
+    pub communities: Vec<String>,
+}
+
+/// `{cidr}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CidrEntry {
+    /// The range.
+    pub cidr: IpNet,
+}
+
+/// `BGPPeer.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BgpPeerSpec {
+    /// Peer address, optionally with a port: `198.51.100.1`, `198.51.100.1:1790`,
+    /// `[2001:db8::1]:1790`.
+    #[serde(rename = "peerIP")]
+    pub peer_ip: Option<String>,
+    /// Peer AS.
+    pub as_number: Option<AsNumber>,
+    /// Our AS on this session (default: the node's).
+    #[serde(rename = "localASNumber")]
+    pub local_as_number: Option<AsNumber>,
+    /// The one node this peering applies to.
+    pub node: Option<String>,
+    /// Nodes this peering applies to.
+    pub node_selector: Option<String>,
+    /// Nodes to peer with (instead of `peerIP`).
+    pub peer_selector: Option<String>,
+    /// Session password.
+    pub password: Option<PasswordSpec>,
+    /// `UseNodeIP` (default) or `None`.
+    pub source_address: Option<String>,
+    /// Graceful-restart time (Go duration).
+    pub max_restart_time: Option<String>,
+    /// Keepalive interval (Go duration).
+    pub keepalive_time: Option<String>,
+    /// Hold time (Go duration): tern's extension.
+    pub hold_time: Option<String>,
+    /// allowas-in count.
+    #[serde(rename = "numAllowedLocalASNumbers")]
+    pub num_allowed_local_as_numbers: Option<u32>,
+    /// GTSM: the peer is at most this many hops away.
+    pub ttl_security: Option<u8>,
+    /// Gateway through which the peer is reachable.
+    pub reachable_by: Option<String>,
+    /// BGPFilter names, applied in order.
+    #[serde(default)]
+    pub filters: Vec<String>,
+    /// `Auto`, `Self` or `Keep`.
+    pub next_hop_mode: Option<String>,
+    /// Older spelling of `nextHopMode: Keep`.
+    pub keep_original_next_hop: Option<bool>,
+    /// `Auto` (selected nodes peer back) or `Manual`.
+    pub reverse_peering: Option<String>,
+}
+
+/// `Node.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpec {
+    /// BGP settings; a node without them does not run BGP.
+    pub bgp: Option<NodeBgpSpec>,
+}
+
+/// `Node.spec.bgp`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeBgpSpec {
+    /// IPv4 address with prefix length (`198.51.100.10/24`).
+    pub ipv4_address: Option<String>,
+    /// IPv6 address with prefix length.
+    pub ipv6_address: Option<String>,
+    /// The node's AS (default: BGPConfiguration's).
+    pub as_number: Option<AsNumber>,
+    /// Set on route reflectors.
+    #[serde(rename = "routeReflectorClusterID")]
+    pub route_reflector_cluster_id: Option<String>,
+}
+
+/// `IPPool.spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpPoolSpec {
+    /// The pool.
+    pub cidr: IpNet,
+    /// Block prefix length (default 26 / 122).
+    pub block_size: Option<u8>,
+    /// Do not advertise this pool's blocks and addresses.
+    #[serde(rename = "disableBGPExport", default)]
+    pub disable_bgp_export: bool,
+    /// `Never`, `Always`, `CrossSubnet`.
+    pub ipip_mode: Option<String>,
+    /// `Never`, `Always`, `CrossSubnet`.
+    pub vxlan_mode: Option<String>,
+    /// Disabled pools hand out no new addresses; existing blocks still route.
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// `BGPFilter.spec`: rule lists per direction and family.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BgpFilterSpec {
+    /// Export rules for IPv4.
+    #[serde(default, rename = "exportV4")]
+    pub export_v4: Vec<FilterRuleSpec>,
+    /// Import rules for IPv4.
+    #[serde(default, rename = "importV4")]
+    pub import_v4: Vec<FilterRuleSpec>,
+    /// Export rules for IPv6.
+    #[serde(default, rename = "exportV6")]
+    pub export_v6: Vec<FilterRuleSpec>,
+    /// Import rules for IPv6.
+    #[serde(default, rename = "importV6")]
+    pub import_v6: Vec<FilterRuleSpec>,
+}
+
+/// One BGPFilter rule.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FilterRuleSpec {
+    /// Prefix to compare with.
+    pub cidr: Option<IpNet>,
+    /// `Equal`, `NotEqual`, `In`, `NotIn`.
+    pub match_operator: Option<String>,
+    /// Prefix length bounds (with `In`).
+    pub prefix_length: Option<PrefixLengthSpec>,
+    /// `RemotePeers`: only routes learned from BGP peers.
+    pub source: Option<String>,
+    /// Interface name pattern of kernel routes.
+    pub interface: Option<String>,
+    /// `eBGP` or `iBGP`.
+    pub peer_type: Option<String>,
+    /// Communities the route must carry.
+    pub communities: Option<CommunitiesMatchSpec>,
+    /// `Accept` or `Reject`.
+    #[serde(default)]
+    pub action: String,
+}
+
+/// `prefixLength: {min, max}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct PrefixLengthSpec {
+    /// Shortest length matched.
+    pub min: Option<u8>,
+    /// Longest length matched.
+    pub max: Option<u8>,
+}
+
+/// `communities: {values: [...]}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct CommunitiesMatchSpec {
+    /// Standard or large communities, all of which must be present.
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+/// `BlockAffinity.spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockAffinitySpec {
+    /// The node holding the block.
+    pub node: String,
+    /// The block.
+    pub cidr: IpNet,
+    /// `confirmed`, `pending` or `pendingDeletion` (empty means confirmed).
+    #[serde(default)]
+    pub state: String,
+    /// `"true"` / `"false"` in the CRD, a bool in etcd.
+    #[serde(default)]
+    pub deleted: Flag,
+}
+
+/// A boolean that Calico writes either as a bool or as the string `"true"`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Flag {
+    /// A real bool.
+    Bool(bool),
+    /// `"true"` or `"false"`.
+    Text(String),
+    /// Absent.
+    #[default]
+    Unset,
+}
+
+impl Flag {
+    /// True for `true` and `"true"`.
+    pub fn is_true(&self) -> bool {
+        match self {
+            Flag::Bool(b) => *b,
+            Flag::Text(s) => s.eq_ignore_ascii_case("true"),
+            Flag::Unset => false,
+        }
+    }
+}
+
+/// `IPAMBlock.spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpamBlockSpec {
+    /// The block.
+    pub cidr: IpNet,
+    /// `host:<node>` of the affine node, if any.
+    pub affinity: Option<String>,
+    /// Per address of the block: index into `attributes`, or null when free.
+    #[serde(default)]
+    pub allocations: Vec<Option<u64>>,
+    /// Attributes of allocations.
+    #[serde(default)]
+    pub attributes: Vec<AllocationAttribute>,
+    /// Being deleted.
+    #[serde(default)]
+    pub deleted: Flag,
+    /// Free ordinals (IPAM bookkeeping; tern reads `allocations`).
+    #[serde(default)]
+    pub unallocated: Option<serde_json::Value>,
+    /// IPAM bookkeeping.
+    #[serde(default)]
+    pub strict_affinity: Option<serde_json::Value>,
+    /// IPAM bookkeeping.
+    #[serde(default)]
+    pub sequence_number: Option<serde_json::Value>,
+    /// IPAM bookkeeping.
+    #[serde(default)]
+    pub sequence_number_for_allocation: Option<serde_json::Value>,
+}
+
+/// One allocation attribute.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct AllocationAttribute {
+    /// IPAM handle.
+    #[serde(default)]
+    pub handle_id: Option<String>,
+    /// Free-form attributes; `node` is the node the address was allocated to.
+    #[serde(default)]
+    pub secondary: Option<BTreeMap<String, String>>,
+}

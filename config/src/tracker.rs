@@ -1,0 +1,129 @@
+//! Follows a datastore for one node: each snapshot is validated and turned into an
+//! intent; a snapshot that fails is rejected as a whole and the intent in force stays,
+//! so a bad edit never half-applies and never tears sessions down.
+
+use crate::cluster::{Cluster, ConfigErrors};
+use crate::datastore::Document;
+use crate::diff::{diff, IntentDiff};
+use crate::error::Warning;
+use crate::intent::{intent, Intent, IntentError};
+
+/// Why a snapshot was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    /// Resources that do not validate.
+    #[error("{0}")]
+    Invalid(ConfigErrors),
+    /// Valid resources from which this node's intent cannot be computed.
+    #[error("{0}")]
+    NoIntent(IntentError),
+}
+
+/// The result of an accepted snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    /// What changed against the previous intent (everything, the first time).
+    pub diff: IntentDiff,
+    /// Resource warnings and intent notes, as text for the log.
+    pub warnings: Vec<String>,
+}
+
+/// The intent in force for one node.
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    node: String,
+    current: Option<Intent>,
+    revision: Option<i64>,
+}
+
+impl Tracker {
+    /// A tracker for `node` with no intent yet.
+    pub fn new(node: impl Into<String>) -> Tracker {
+        Tracker {
+            node: node.into(),
+            current: None,
+            revision: None,
+        }
+    }
+
+    /// The intent in force, if any snapshot was accepted.
+    pub fn current(&self) -> Option<&Intent> {
+        self.current.as_ref()
+    }
+
+    /// Store revision of the intent in force.
+    pub fn revision(&self) -> Option<i64> {
+        self.revision
+    }
+
+    /// Validates a snapshot; on success it becomes the intent in force and the diff
+    /// says what to change. On failure nothing changes.
+    pub fn apply(&mut self, documents: &[Document], revision: i64) -> Result<Accepted, Rejected> {
+        let (cluster, warnings) = Cluster::from_documents(documents).map_err(Rejected::Invalid)?;
+        let (next, notes) = intent(&cluster, &self.node).map_err(Rejected::NoIntent)?;
+        let diff = match &self.current {
+            Some(old) => diff(old, &next),
+            None => first_diff(&next),
+        };
+        self.current = Some(next);
+        self.revision = Some(revision);
+        Ok(Accepted {
+            diff,
+            warnings: warnings
+                .iter()
+                .map(Warning::to_string)
+                .chain(notes)
+                .collect(),
+        })
+    }
+}
+
+/// Everything is new the first time.
+fn first_diff(i: &Intent) -> IntentDiff {
+    IntentDiff {
+        identity_changed: true,
+        peers_added: i.peers.values().cloned().collect(),
+        originated: i.originated.clone(),
+        policy_changed: true,
+        ..IntentDiff::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs(text: &str) -> Vec<Document> {
+        vec![Document {
+            origin: "cluster.yaml".into(),
+            text: text.into(),
+        }]
+    }
+
+    #[test]
+    fn a_bad_edit_is_rejected_and_the_old_intent_stays() {
+        let good = crate::cluster::tests::example("mesh");
+        let mut t = Tracker::new("node-a");
+        let first = t.apply(&docs(&good), 1).unwrap();
+        assert_eq!(first.diff.peers_added.len(), 4);
+        let before = t.current().cloned();
+
+        let bad = good.replace("asNumber: 64512", "asNumber: 0");
+        let e = t.apply(&docs(&bad), 2).unwrap_err();
+        assert!(e.to_string().contains("AS 0 is reserved"), "{e}");
+        assert_eq!(t.current().cloned(), before);
+        assert_eq!(t.revision(), Some(1));
+
+        // Valid resources, but this node vanished: rejected too.
+        let gone = good.replace("name: node-a}", "name: node-x}");
+        assert!(matches!(
+            t.apply(&docs(&gone), 3),
+            Err(Rejected::NoIntent(_))
+        ));
+        assert_eq!(t.current().cloned(), before);
+
+        let again = t.apply(&docs(&good), 4).unwrap();
+        assert!(again.diff.is_empty());
+        assert_eq!(t.revision(), Some(4));
+    }
+}

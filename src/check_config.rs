@@ -1,0 +1,202 @@
+//! `tern check-config`: validate `tern.yaml` and the cluster's resources without
+//! running anything, and show what this node would do (peers, originated prefixes), so
+//! a person can check an edit before `tern reload`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use tern_config::datastore::{etcd::EtcdStore, file::FileStore, Document};
+use tern_config::intent::{intent, Intent};
+use tern_config::{Cluster, DaemonConfig, Datastore};
+
+/// What the check found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Errors (each a full sentence naming file, line, resource and field).
+    pub errors: Vec<String>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+    /// The intent, when everything validated.
+    pub intent: Option<Intent>,
+    /// Where the resources came from.
+    pub source: String,
+}
+
+/// How long to wait for etcd before giving up.
+const ETCD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Loads `config`, its datastore and this node's intent, collecting every problem.
+pub fn check(config: &Path) -> Report {
+    let mut r = Report::default();
+    let (cfg, warnings) = match DaemonConfig::load(config) {
+        Ok(v) => v,
+        Err(e) => {
+            r.errors.push(e.to_string());
+            return r;
+        }
+    };
+    r.warnings.extend(warnings.iter().map(|w| w.to_string()));
+    let documents = match &cfg.datastore {
+        Datastore::File { path } => {
+            r.source = format!("file {}", path.display());
+            match FileStore::new(path).read() {
+                Ok(d) => vec![d],
+                Err(e) => {
+                    r.errors.push(e);
+                    return r;
+                }
+            }
+        }
+        Datastore::Etcdv3 { endpoints } => {
+            r.source = format!("etcdv3 {}", endpoints.join(","));
+            match etcd_snapshot(endpoints) {
+                Ok(d) => d,
+                Err(e) => {
+                    r.errors.push(e);
+                    return r;
+                }
+            }
+        }
+    };
+    let (cluster, warnings) = match Cluster::from_documents(&documents) {
+        Ok(v) => v,
+        Err(e) => {
+            r.errors.extend(e.0.iter().map(|e| e.to_string()));
+            return r;
+        }
+    };
+    r.warnings.extend(warnings.iter().map(|w| w.to_string()));
+    match intent(&cluster, &cfg.node) {
+        Ok((i, notes)) => {
+            r.warnings.extend(notes);
+            r.intent = Some(i);
+        }
+        Err(e) => r.errors.push(e.to_string()),
+    }
+    r
+}
+
+fn etcd_snapshot(endpoints: &[String]) -> Result<Vec<Document>, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async {
+        let work = async {
+            let mut store = EtcdStore::connect(endpoints)
+                .await
+                .map_err(|e| e.to_string())?;
+            store.snapshot().await.map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(ETCD_TIMEOUT, work).await {
+            Ok(r) => r.map(|(docs, _rev)| docs),
+            Err(_) => Err(format!(
+                "etcd at {} did not answer within {}s",
+                endpoints.join(","),
+                ETCD_TIMEOUT.as_secs()
+            )),
+        }
+    })
+}
+
+/// The report for people.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    for e in &r.errors {
+        let _ = writeln!(out, "error: {e}");
+    }
+    if !r.errors.is_empty() {
+        let n = r.errors.len();
+        let _ = writeln!(
+            out,
+            "{n} error{}: the configuration cannot be used",
+            if n == 1 { "" } else { "s" }
+        );
+        return out;
+    }
+    let Some(i) = &r.intent else {
+        return out;
+    };
+    let _ = writeln!(
+        out,
+        "ok: node {} from {}: router id {}, AS {}, BGP port {}{}",
+        i.node,
+        r.source,
+        i.router_id,
+        i.asn,
+        i.listen.port,
+        i.rr_cluster_id
+            .map(|c| format!(", route reflector (cluster id {c})"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(out, "\npeers ({}):", i.peers.len());
+    let mut rows: Vec<[String; 5]> =
+        vec![["ADDRESS", "AS", "TYPE", "DIALS", "FROM"].map(String::from)];
+    rows.extend(i.peers.values().map(|p| {
+        [
+            if p.port == 179 {
+                p.address.to_string()
+            } else {
+                format!("{} port {}", p.address, p.port)
+            },
+            p.remote_as.to_string(),
+            p.kind.to_string(),
+            if p.passive { "waits" } else { "yes" }.to_string(),
+            match (&p.peer_node, p.kind) {
+                (Some(n), tern_config::intent::PeerKind::Mesh) => format!("node {n}"),
+                (Some(n), _) => format!("{} (node {n})", p.origin),
+                (None, _) => p.origin.clone(),
+            },
+        ]
+    }));
+    table(&mut out, &rows);
+    let _ = writeln!(out, "\noriginated ({}):", i.originated.len());
+    let mut rows: Vec<[String; 5]> = vec![[
+        "PREFIX",
+        "SOURCE",
+        "LOCAL ROUTE",
+        "ADVERTISED",
+        "COMMUNITIES",
+    ]
+    .map(String::from)];
+    rows.extend(i.originated.iter().map(|(net, o)| {
+        [
+            net.to_string(),
+            o.source.as_str().to_string(),
+            if o.blackhole { "blackhole" } else { "-" }.to_string(),
+            if o.export {
+                "yes"
+            } else {
+                "no (disableBGPExport)"
+            }
+            .to_string(),
+            o.communities
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+        ]
+    }));
+    table(&mut out, &rows);
+    out
+}
+
+fn table(out: &mut String, rows: &[[String; 5]]) {
+    let mut width = [0usize; 5];
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    for r in rows {
+        let mut line = String::from(" ");
+        for (w, c) in width.iter().zip(r) {
+            let _ = write!(line, " {c:<w$}");
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
