@@ -88,6 +88,12 @@ pub enum SpeakerCommand {
     },
     /// Stop originating a route.
     Withdraw(IpNet),
+    /// Start a session with a new peer (a configuration change); ignored if a peer
+    /// with that address exists.
+    AddPeer(PeerConfig),
+    /// Close the session with a peer and forget it and its routes; the text goes into
+    /// the NOTIFICATION (RFC 9003 shutdown message).
+    RemovePeer(IpAddr, String),
     /// The current Loc-RIB.
     Routes(oneshot::Sender<Vec<(IpNet, Best)>>),
     /// Stop every session with this message and end the task.
@@ -107,6 +113,8 @@ pub enum SpeakerEvent {
     Rejected(SocketAddr, String),
     /// A connection from an address that is not a peer was refused.
     Refused(SocketAddr),
+    /// A session's RFC 4271 state changed (`Connect`, `Active`, `OpenSent`, ...).
+    PeerState(SocketAddr, crate::fsm::State),
 }
 
 struct Peer {
@@ -133,50 +141,15 @@ pub async fn spawn(
         Some(a) => Some(Listener::bind(a)?),
         None => None,
     };
+    let listener = listener.map(Arc::new);
     let mut peers = HashMap::new();
     for p in &cfg.peers {
-        let fsm = SessionConfig {
-            local_as: p.local_as.unwrap_or(cfg.local_as),
-            peer_as: p.peer_as,
-            router_id: cfg.router_id,
-            hold_time: p.hold_time,
-            keepalive: p.keepalive,
-            connect_retry: p.connect_retry,
-            passive: p.passive,
-            delay_open: None,
-            idle_hold: Duration::from_secs(1),
-            idle_hold_max: Duration::from_secs(120),
-            capabilities: capabilities(),
-        };
-        let dc = DriverConfig {
-            fsm,
-            peer: p.address,
-            local_addr: p.local_address,
-            password: p.password.clone(),
-            ttl_security: p.ttl_security,
-            write_high_water: session::DEFAULT_WRITE_HIGH_WATER,
-        };
-        let handle = session::spawn(dc, stx.clone());
-        if let Some(l) = &listener {
-            l.add_peer(handle.clone(), p.password.as_deref())?;
-        }
-        let _ = handle.send(Command::Start).await;
-        peers.insert(
-            p.address.ip(),
-            Peer {
-                cfg: p.clone(),
-                handle,
-                source: None,
-                out: None,
-                graceful_restart: None,
-                stale: Vec::new(),
-                restart_gen: 0,
-            },
-        );
+        let peer = start_peer(&cfg, p, &stx, listener.as_deref()).await?;
+        peers.insert(p.address.ip(), peer);
     }
     let (rtx, rrx) = mpsc::channel(16);
-    if let Some(l) = listener {
-        tokio::spawn(l.run(rtx));
+    if let Some(l) = &listener {
+        tokio::spawn(Arc::clone(l).run(rtx));
     }
     let me = Arc::new(PeerSource {
         address: IpAddr::V4(cfg.router_id),
@@ -191,12 +164,58 @@ pub async fn spawn(
         rib: Rib::new(cfg.max_paths),
         cfg,
         peers,
+        listener,
+        sessions: stx,
         events,
         me,
         restart_timers: gtx,
     };
     tokio::spawn(task.run(crx, srx, rrx, grx));
     Ok(ctx)
+}
+
+/// Creates a peer's session task, registers it with the listener and starts it.
+async fn start_peer(
+    cfg: &SpeakerConfig,
+    p: &PeerConfig,
+    sessions: &mpsc::Sender<SessionEvent>,
+    listener: Option<&Listener>,
+) -> std::io::Result<Peer> {
+    let fsm = SessionConfig {
+        local_as: p.local_as.unwrap_or(cfg.local_as),
+        peer_as: p.peer_as,
+        router_id: cfg.router_id,
+        hold_time: p.hold_time,
+        keepalive: p.keepalive,
+        connect_retry: p.connect_retry,
+        passive: p.passive,
+        delay_open: None,
+        idle_hold: Duration::from_secs(1),
+        idle_hold_max: Duration::from_secs(120),
+        capabilities: capabilities(),
+    };
+    let dc = DriverConfig {
+        fsm,
+        peer: p.address,
+        local_addr: p.local_address,
+        password: p.password.clone(),
+        ttl_security: p.ttl_security,
+        write_high_water: session::DEFAULT_WRITE_HIGH_WATER,
+    };
+    let handle = session::spawn(dc, sessions.clone());
+    if let Some(l) = listener {
+        l.add_peer(handle.clone(), p.password.as_deref())?;
+    }
+    let _ = handle.send(Command::Start).await;
+    Ok(Peer {
+        cfg: p.clone(),
+        handle,
+        source: None,
+        out: None,
+        graceful_restart: None,
+        stale: Vec::new(),
+        restart_gen: 0,
+    })
 }
 
 /// What we advertise: IPv4 and IPv6 unicast, route refresh (plain and enhanced), and
@@ -226,6 +245,10 @@ struct Task {
     cfg: SpeakerConfig,
     rib: Rib,
     peers: HashMap<IpAddr, Peer>,
+    /// The listener, to register peers added later.
+    listener: Option<Arc<Listener>>,
+    /// Where session tasks report, for peers added later.
+    sessions: mpsc::Sender<SessionEvent>,
     events: mpsc::Sender<SpeakerEvent>,
     me: Arc<PeerSource>,
     /// Restart timers of peers we help through a graceful restart report here.
@@ -336,6 +359,36 @@ impl Task {
             }
             SpeakerCommand::Routes(reply) => {
                 let _ = reply.send(self.rib.iter().map(|(p, b)| (*p, b.clone())).collect());
+            }
+            SpeakerCommand::AddPeer(p) => {
+                if self.peers.contains_key(&p.address.ip()) {
+                    return;
+                }
+                match start_peer(&self.cfg, &p, &self.sessions, self.listener.as_deref()).await {
+                    Ok(peer) => {
+                        self.peers.insert(p.address.ip(), peer);
+                    }
+                    Err(e) => {
+                        let _ = self
+                            .events
+                            .send(SpeakerEvent::PeerDown(
+                                p.address,
+                                format!("cannot start the session: {e}"),
+                            ))
+                            .await;
+                    }
+                }
+            }
+            SpeakerCommand::RemovePeer(ip, text) => {
+                let Some(p) = self.peers.remove(&ip) else {
+                    return;
+                };
+                if let Some(l) = &self.listener {
+                    l.remove_peer(ip);
+                }
+                let _ = p.handle.send(Command::Stop(Some(text))).await;
+                let changes = self.rib.peer_down(ip);
+                self.propagate(changes).await;
             }
             SpeakerCommand::Shutdown(_) => {}
         }
@@ -510,7 +563,11 @@ impl Task {
                     }
                 }
             }
-            SessionEvent::StateChanged { .. } => {}
+            SessionEvent::StateChanged { peer, to, .. } => {
+                if self.peers.contains_key(&peer.ip()) {
+                    let _ = self.events.send(SpeakerEvent::PeerState(peer, to)).await;
+                }
+            }
         }
     }
 

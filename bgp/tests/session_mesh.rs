@@ -54,7 +54,7 @@ async fn node(me: Ipv4Addr, other: Ipv4Addr, route: &str, want: &str, rogue: boo
         .add_peer(h.clone(), None)
         .unwrap_or_else(|e| panic!("{e}"));
     let (rtx, mut rrx) = tokio::sync::mpsc::channel(8);
-    tokio::spawn(listener.run(rtx));
+    tokio::spawn(std::sync::Arc::new(listener).run(rtx));
     h.send(Command::Start)
         .await
         .unwrap_or_else(|e| panic!("{e}"));

@@ -76,8 +76,9 @@ impl Listener {
     }
 
     /// Runs the accept loop until the task is dropped; refused connections are
-    /// reported on `refused` (dropped if that channel is full).
-    pub async fn run(self, refused: mpsc::Sender<Refused>) {
+    /// reported on `refused` (dropped if that channel is full). Shared (`Arc`) so the
+    /// owner can still add and remove peers while it runs.
+    pub async fn run(self: Arc<Self>, refused: mpsc::Sender<Refused>) {
         loop {
             let Ok((stream, from)) = self.listener.accept().await else {
                 continue;

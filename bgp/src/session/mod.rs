@@ -193,11 +193,20 @@ async fn run(
         blocked: false,
     };
     let mut buf = vec![0u8; 65536];
+    // Set when every handle is gone (the peer was removed): stop once, then end the
+    // task when the connection is closed, instead of polling a closed channel forever.
+    let mut orphaned = false;
     loop {
+        if orphaned && d.conn.is_none() && d.connecting.is_none() && d.fsm.state() == State::Idle {
+            return;
+        }
         let deadline = d.timers.values().min().copied();
         let event = tokio::select! {
-            c = commands.recv(), if d.out.len() < d.cfg.write_high_water => match c {
-                None => Event::ManualStop(None),
+            c = commands.recv(), if !orphaned && d.out.len() < d.cfg.write_high_water => match c {
+                None => {
+                    orphaned = true;
+                    Event::ManualStop(None)
+                }
                 Some(Command::Start) => Event::ManualStart,
                 Some(Command::Stop(text)) => Event::ManualStop(text),
                 Some(Command::SendUpdates(u)) => Event::SendUpdates(u),
