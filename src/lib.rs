@@ -3,4 +3,6 @@
 
 pub mod capture;
 pub mod check_config;
+pub mod control;
+pub mod daemon;
 pub mod decode;

@@ -1,6 +1,6 @@
-//! The `tern` command line. Today: `tern decode` and `tern check-config`; the daemon (`tern run`) and the
-//! control-socket commands (`status`, `peers`, `routes`, `fib`, `diagnose`, `health`)
-//! follow DESIGN.md as they are built.
+//! The `tern` command line (DESIGN.md "Interfaces"): `run` (the daemon), the
+//! control-socket commands (`status`, `peers`, `routes`, `fib`, `diagnose`, `health`,
+//! `reload`), `check-config` and `decode`.
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use bytes::Bytes;
 use clap::{Parser, Subcommand, ValueEnum};
 use tern::capture::{self, Flow};
+use tern::control::cli::CliCommand;
 use tern::decode::{self, Input, Overrides};
 
 #[derive(Parser)]
@@ -25,6 +26,53 @@ struct Cli {
 enum Command {
     /// Print BGP messages from a capture (pcap/pcapng), hex text or a raw byte stream.
     Decode(DecodeArgs),
+    /// Run the daemon in the foreground (systemd Type=notify; SIGHUP re-reads the
+    /// datastore, SIGTERM stops and leaves the kernel routes in place).
+    Run {
+        /// The daemon's file.
+        #[arg(long, short, default_value = "/etc/tern/tern.yaml")]
+        config: std::path::PathBuf,
+    },
+    /// The daemon, its router id and AS, and one table of peers per family (like
+    /// `calicoctl node status`).
+    Status(Inspect),
+    /// Per peer: state, uptime, capabilities, prefix counts, last error.
+    Peers {
+        /// Only this peer.
+        address: Option<String>,
+        #[command(flatten)]
+        inspect: Inspect,
+    },
+    /// The Loc-RIB: prefix, next hops, AS path, communities, source, flags.
+    Routes {
+        /// Only this prefix, or the routes covering this address.
+        prefix: Option<String>,
+        /// Only routes from this peer.
+        #[arg(long)]
+        peer: Option<String>,
+        /// The routes advertised to --peer (not available yet).
+        #[arg(long)]
+        advertised: bool,
+        #[command(flatten)]
+        inspect: Inspect,
+    },
+    /// What tern installed in the kernel and any difference from what it wants.
+    Fib(Inspect),
+    /// Layer-2 reachability of peers and next hops, failed neighbours, refused routes.
+    Diagnose(Inspect),
+    /// Exit 0 when live (--live) and/or ready (--ready; calico-node's rules).
+    Health {
+        /// Check liveness.
+        #[arg(long)]
+        live: bool,
+        /// Check readiness.
+        #[arg(long)]
+        ready: bool,
+        #[command(flatten)]
+        inspect: Inspect,
+    },
+    /// Re-read the datastore now and apply what changed.
+    Reload(Inspect),
     /// Validate tern.yaml and the cluster's resources without running, and show this
     /// node's peers and originated prefixes. Exit code 1 when anything is invalid.
     CheckConfig {
@@ -32,6 +80,30 @@ enum Command {
         #[arg(long, short, default_value = "/etc/tern/tern.yaml")]
         config: std::path::PathBuf,
     },
+}
+
+/// Options of every command that talks to the daemon.
+#[derive(clap::Args, Clone)]
+struct Inspect {
+    /// The control socket (default: $TERN_SOCKET, else /run/tern/tern.sock).
+    #[arg(long)]
+    socket: Option<std::path::PathBuf>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value = "text")]
+    output: Output,
+}
+
+impl Inspect {
+    fn go(self, command: tern::control::cli::CliCommand) -> ExitCode {
+        let socket = self
+            .socket
+            .unwrap_or_else(tern::control::client::default_socket);
+        let output = match self.output {
+            Output::Text => tern::control::cli::Output::Text,
+            Output::Json => tern::control::cli::Output::Json,
+        };
+        tern::control::cli::run(command, &socket, output)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -90,6 +162,27 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(a) => run_decode(a),
+        Command::Run { config } => tern::daemon::run(&config),
+        Command::Status(i) => i.go(CliCommand::Status),
+        Command::Peers { address, inspect } => inspect.go(CliCommand::Peers(address)),
+        Command::Routes {
+            prefix,
+            peer,
+            advertised,
+            inspect,
+        } => inspect.go(CliCommand::Routes {
+            prefix,
+            peer,
+            advertised,
+        }),
+        Command::Fib(i) => i.go(CliCommand::Fib),
+        Command::Diagnose(i) => i.go(CliCommand::Diagnose),
+        Command::Health {
+            live,
+            ready,
+            inspect,
+        } => inspect.go(CliCommand::Health { live, ready }),
+        Command::Reload(i) => i.go(CliCommand::Reload),
         Command::CheckConfig { config } => {
             let report = tern::check_config::check(&config);
             print!("{}", tern::check_config::render(&report));

@@ -1,0 +1,257 @@
+//! Control-socket messages. One JSON object per line each way:
+//! request `{"version":1,"command":"peers","address":null}`, response
+//! `{"version":1,"ok":true,"result":{...}}` or `{"version":1,"ok":false,"error":"..."}`.
+//! Field names of the results are the stable JSON of `-o json` (DESIGN.md): fields may
+//! be added, never renamed.
+
+use serde::{Deserialize, Serialize};
+
+/// Protocol version; a daemon refuses requests of another major version.
+pub const VERSION: u32 = 1;
+
+/// A request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+pub enum Request {
+    /// Daemon summary and every peer.
+    Status,
+    /// Peers, or one peer.
+    Peers {
+        /// Only this peer address.
+        #[serde(default)]
+        address: Option<String>,
+    },
+    /// Loc-RIB (or one peer's Adj-RIB-Out).
+    Routes {
+        /// Only this prefix (exact) or the routes covering this address.
+        #[serde(default)]
+        prefix: Option<String>,
+        /// Only routes from (or, with `advertised`, to) this peer.
+        #[serde(default)]
+        peer: Option<String>,
+        /// Adj-RIB-Out of `peer` instead of the Loc-RIB.
+        #[serde(default)]
+        advertised: bool,
+    },
+    /// What tern installed and how it differs from the kernel.
+    Fib,
+    /// Layer-2, next-hop and kernel findings.
+    Diagnose,
+    /// Liveness and readiness.
+    Health,
+    /// Re-read the datastore now.
+    Reload,
+}
+
+/// A request with its version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestEnvelope {
+    /// [`VERSION`].
+    pub version: u32,
+    /// The request.
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+/// A response with its version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseEnvelope {
+    /// [`VERSION`].
+    pub version: u32,
+    /// Whether `result` holds the answer.
+    pub ok: bool,
+    /// The answer (a `*Reply` below, as JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// What went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The daemon itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DaemonInfo {
+    /// tern's version.
+    pub version: String,
+    /// Process id.
+    pub pid: u32,
+    /// Node name.
+    pub node: String,
+    /// Router id.
+    pub router_id: String,
+    /// AS.
+    pub asn: u32,
+    /// Start time (RFC 3339).
+    pub started: String,
+    /// Seconds since start.
+    pub uptime_s: u64,
+    /// `file <path>` or `etcdv3 <endpoints>`.
+    pub datastore: String,
+    /// Store revision of the intent in force.
+    pub intent_revision: Option<i64>,
+    /// The last rejected snapshot's error, if the newest one was rejected.
+    pub config_error: Option<String>,
+}
+
+/// `tern status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusReply {
+    /// The daemon.
+    pub daemon: DaemonInfo,
+    /// Every peer.
+    pub peers: Vec<PeerInfo>,
+}
+
+/// One peer (DESIGN.md `tern peers -o json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PeerInfo {
+    /// Peer address.
+    pub address: String,
+    /// Peer port.
+    pub port: u16,
+    /// Peer AS.
+    pub asn: u32,
+    /// Our AS on the session.
+    pub local_asn: u32,
+    /// `node-to-node mesh`, `route reflector`, `route reflector client`, `global`,
+    /// `node specific`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// RFC 4271 state name: Idle, Connect, Active, OpenSent, OpenConfirm, Established.
+    pub state: String,
+    /// When the state was entered (RFC 3339).
+    pub since: String,
+    /// Seconds Established (0 when not).
+    pub uptime_s: u64,
+    /// Negotiated families (`ipv4-unicast`, `ipv6-unicast`).
+    pub families: Vec<String>,
+    /// Negotiated capabilities, by name.
+    pub capabilities: Vec<String>,
+    /// Prefixes received.
+    pub prefixes_received: u64,
+    /// Prefixes accepted by import.
+    pub prefixes_accepted: u64,
+    /// Prefixes advertised.
+    pub prefixes_advertised: u64,
+    /// Why the session last went down.
+    pub last_error: Option<String>,
+}
+
+/// `tern peers`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PeersReply {
+    /// Peers.
+    pub peers: Vec<PeerInfo>,
+}
+
+/// A path's attributes as `tern routes` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathInfo {
+    /// Next hops (every ECMP member).
+    pub next_hops: Vec<String>,
+    /// AS path as text (`64513 64514`, sets in braces).
+    pub as_path: String,
+    /// `igp`, `egp`, `incomplete`.
+    pub origin: String,
+    /// LOCAL_PREF.
+    pub local_pref: Option<u32>,
+    /// MED.
+    pub med: Option<u32>,
+    /// Standard communities (`aa:nn`).
+    pub communities: Vec<String>,
+    /// Large communities (`a:b:c`).
+    pub large_communities: Vec<String>,
+    /// Peer address, or `local`.
+    pub peer: String,
+    /// `bgp`, `block`, `borrowed`, `service`, `kernel`.
+    pub source: String,
+}
+
+/// One Loc-RIB entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RouteInfo {
+    /// Prefix.
+    pub prefix: String,
+    /// Best path.
+    pub best: PathInfo,
+    /// More than one path shares traffic.
+    pub ecmp: bool,
+    /// tern installed it in the kernel.
+    pub installed: bool,
+}
+
+/// `tern routes`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoutesReply {
+    /// Routes, by prefix.
+    pub routes: Vec<RouteInfo>,
+}
+
+/// One kernel route as tern sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FibRoute {
+    /// Prefix.
+    pub prefix: String,
+    /// `unicast`, `blackhole`, `unreachable`.
+    pub kind: String,
+    /// Gateways (and `dev N` for on-link routes).
+    pub next_hops: Vec<String>,
+    /// Table.
+    pub table: u32,
+}
+
+/// `tern fib`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FibReply {
+    /// tern's routes in the kernel that are as wanted.
+    pub installed: Vec<FibRoute>,
+    /// Wanted but not (or differently) in the kernel.
+    pub missing: Vec<FibRoute>,
+    /// tern's protocol routes in the kernel that are not wanted (kept during graceful
+    /// restart, or left by someone).
+    pub unexpected: Vec<FibRoute>,
+    /// Changes the kernel refused, with its reason.
+    pub failures: Vec<String>,
+}
+
+/// One diagnostic finding (`fib::diag::Finding` as JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingInfo {
+    /// Kind (e.g. `peer-not-on-connected-subnet`).
+    pub kind: String,
+    /// What it is about (a peer, a next hop, a prefix).
+    pub subject: String,
+    /// What was observed.
+    pub evidence: String,
+    /// What to do.
+    pub suggestion: String,
+    /// `error`, `warning`, `info`.
+    pub severity: String,
+}
+
+/// `tern diagnose`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiagnoseReply {
+    /// Findings, most severe first.
+    pub findings: Vec<FindingInfo>,
+}
+
+/// `tern health`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HealthReply {
+    /// The daemon's loops are running.
+    pub live: bool,
+    /// calico-node's readiness rules hold.
+    pub ready: bool,
+    /// Why not ready (or `ready`).
+    pub reason: String,
+}
+
+/// `tern reload`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReloadReply {
+    /// The new snapshot was accepted.
+    pub accepted: bool,
+    /// What changed, or why it was rejected.
+    pub message: String,
+}

@@ -1,0 +1,509 @@
+//! `tern run`: the daemon. It wires datastore → intent → speaker → FIB and serves the
+//! control socket:
+//!
+//! - the datastore task delivers complete snapshots; the [`Tracker`] turns each into an
+//!   intent (a bad one is rejected, the old intent stays) and a diff;
+//! - the speaker (tern-bgp) runs the sessions and the RIB; the main loop originates
+//!   the intent's prefixes and hands Loc-RIB changes to the FIB task;
+//! - the FIB task owns the kernel view; on start it keeps the routes an earlier run
+//!   left, adopts those still wanted, and removes the rest only when the restart grace
+//!   ends (all peers up for a few seconds, or the grace time);
+//! - SIGTERM stops the sessions with a shutdown message and leaves the kernel routes
+//!   in place; SIGHUP re-reads the datastore.
+
+mod convert;
+mod fib_task;
+mod handler;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tern_bgp::speaker::{self, SpeakerCommand, SpeakerEvent};
+use tern_config::cluster::DEFAULT_SECRETS_DIR;
+use tern_config::datastore::{etcd::EtcdStore, file::FileStore, StoreEvent};
+use tern_config::diff::IntentDiff;
+use tern_config::intent::Intent;
+use tern_config::tracker::Tracker;
+use tern_config::{DaemonConfig, Datastore};
+use tokio::sync::{mpsc, Notify};
+
+use crate::control::server::Server;
+use fib_task::FibMsg;
+use state::State;
+
+/// Longest time tern keeps routes of an earlier run that nobody wants again.
+const MAX_GRACE: Duration = Duration::from_secs(120);
+/// How long all peers must have been up before stale routes are removed (time for
+/// their initial tables to arrive).
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Runs the daemon in the foreground until SIGTERM / Ctrl-C.
+pub fn run(config: &Path) -> ExitCode {
+    let (cfg, warnings) = match DaemonConfig::load(config) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("tern: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_tracing(&cfg.log);
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tern: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(daemon(cfg)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("tern: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Human format on a terminal; plain lines without timestamps otherwise (journald and
+/// the Windows event log add their own).
+fn init_tracing(level: &str) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let tty = std::io::stderr().is_terminal();
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(tty);
+    let _ = if tty {
+        b.try_init()
+    } else {
+        b.without_time().try_init()
+    };
+}
+
+fn notify_ready() {
+    #[cfg(target_os = "linux")]
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+}
+
+fn notify_watchdog() {
+    #[cfg(target_os = "linux")]
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+}
+
+fn notify_stopping() {
+    #[cfg(target_os = "linux")]
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+}
+
+/// Starts the store task for the configured datastore.
+async fn start_store(
+    cfg: &DaemonConfig,
+    reload: Arc<Notify>,
+) -> Result<(mpsc::Receiver<StoreEvent>, String), String> {
+    let (tx, rx) = mpsc::channel(4);
+    let name = match &cfg.datastore {
+        Datastore::File { path } => {
+            tokio::spawn(FileStore::new(path.clone()).run(tx, reload));
+            format!("file {}", path.display())
+        }
+        Datastore::Etcdv3 { endpoints } => {
+            let store = EtcdStore::connect(endpoints)
+                .await
+                .map_err(|e| e.to_string())?;
+            // etcd pushes changes; a reload has nothing to re-read.
+            drop(reload);
+            tokio::spawn(store.run(tx));
+            format!("etcdv3 {}", endpoints.join(","))
+        }
+    };
+    Ok((rx, name))
+}
+
+/// Starts the FIB task on this platform's backend.
+fn start_fib(cfg: &DaemonConfig) -> Result<mpsc::Sender<FibMsg>, String> {
+    let (tx, rx) = mpsc::channel(64);
+    if !cfg.fib.enabled {
+        tokio::spawn(fib_task::run(tern_fib::memory::MemoryFib::default(), rx));
+        return Ok(tx);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let fib = tern_fib::linux::LinuxFib::new(cfg.fib.route_protocol, cfg.fib.table)
+            .map_err(|e| format!("cannot open the kernel FIB: {e}"))?;
+        tokio::spawn(fib_task::run(fib, rx));
+    }
+    #[cfg(windows)]
+    {
+        let dir = std::env::var_os("ProgramData")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(r"C:\ProgramData"))
+            .join("tern");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let fib = tern_fib::windows::WindowsFib::new(dir.join("routes.record"))
+            .map_err(|e| format!("cannot open the Windows FIB: {e}"))?;
+        tokio::spawn(fib_task::run(fib, rx));
+    }
+    #[cfg(not(any(target_os = "linux", windows)))]
+    {
+        tokio::spawn(fib_task::run(tern_fib::memory::MemoryFib::default(), rx));
+    }
+    Ok(tx)
+}
+
+async fn daemon(cfg: DaemonConfig) -> Result<(), String> {
+    let server = Server::bind(&cfg.control_socket).map_err(|e| {
+        format!(
+            "cannot create the control socket {}: {e}",
+            cfg.control_socket.display()
+        )
+    })?;
+    let reload = Arc::new(Notify::new());
+    let (mut store, store_name) = start_store(&cfg, reload.clone()).await?;
+    let fib = start_fib(&cfg)?;
+    let state = Arc::new(Mutex::new(State::new(store_name.clone())));
+    let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
+    tracing::info!(node = %cfg.node, datastore = %store_name, "tern starting");
+
+    // The first valid snapshot: nothing can start without an intent.
+    let mut tracker = Tracker::new(cfg.node.clone());
+    let first = loop {
+        let Some(ev) = store.recv().await else {
+            return Err("the datastore task stopped before any configuration was read".into());
+        };
+        if let Some(d) = on_store_event(ev, &mut tracker, &state) {
+            break d;
+        }
+    };
+    let intent = tracker
+        .current()
+        .cloned()
+        .ok_or("no intent after an accepted snapshot")?;
+    let speaker_cfg = convert::speaker_config(&intent, &secrets_dir)?;
+    let (etx, mut events) = mpsc::channel(1024);
+    let speaker = speaker::spawn(speaker_cfg, etx)
+        .await
+        .map_err(|e| format!("cannot start BGP on port {}: {e}", intent.listen.port))?;
+    apply_origination(&first, &intent, &speaker, &fib, cfg.fib.table).await;
+    if let Ok(mut s) = state.lock() {
+        s.set_peers(&intent);
+    }
+    tracing::info!(
+        router_id = %intent.router_id,
+        asn = intent.asn,
+        peers = intent.peers.len(),
+        originated = intent.originated.len(),
+        "configuration applied"
+    );
+
+    let handler = Arc::new(handler::DaemonHandler {
+        state: state.clone(),
+        speaker: speaker.clone(),
+        fib: fib.clone(),
+        reload: reload.clone(),
+    });
+    tokio::spawn(server.run(handler));
+    notify_ready();
+
+    let started = Instant::now();
+    let mut all_up_since: Option<Instant> = None;
+    let mut grace = true;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| format!("cannot watch SIGHUP: {e}"))?;
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    loop {
+        #[cfg(unix)]
+        let signals = async {
+            tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = hup.recv() => "SIGHUP",
+            }
+        };
+        #[cfg(not(unix))]
+        let signals = async {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        };
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(ev) => on_speaker_event(ev, &state, &fib, cfg.fib.table).await,
+                None => return Err("the BGP speaker stopped".into()),
+            },
+            ev = store.recv() => match ev {
+                Some(ev) => {
+                    if let Some(diff) = on_store_event(ev, &mut tracker, &state) {
+                        if let Some(i) = tracker.current().cloned() {
+                            apply_diff(&diff, &i, &speaker, &fib, &state, cfg.fib.table).await;
+                        }
+                    }
+                }
+                None => return Err("the datastore task stopped".into()),
+            },
+            sig = signals => {
+                if sig == "SIGHUP" {
+                    tracing::info!("SIGHUP: re-reading the datastore");
+                    reload.notify_one();
+                    continue;
+                }
+                tracing::info!("{sig}: stopping; kernel routes stay in place for the next start");
+                notify_stopping();
+                let _ = speaker
+                    .send(SpeakerCommand::Shutdown(Some("tern is stopping".into())))
+                    .await;
+                // Give the NOTIFICATIONs a moment to leave.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                return Ok(());
+            }
+            _ = tick.tick() => {
+                notify_watchdog();
+                let (total, up) = match state.lock() {
+                    Ok(mut s) => {
+                        s.last_tick = Instant::now();
+                        (s.peers.len(), s.peers.values().filter(|p| p.up).count())
+                    }
+                    Err(_) => return Err("the daemon's state is poisoned".into()),
+                };
+                if grace {
+                    all_up_since = if up == total { all_up_since.or(Some(Instant::now())) } else { None };
+                    let settled = all_up_since.is_some_and(|t| t.elapsed() >= SETTLE);
+                    if settled || started.elapsed() >= MAX_GRACE {
+                        grace = false;
+                        if let Ok(mut s) = state.lock() {
+                            s.in_grace = false;
+                        }
+                        let _ = fib.send(FibMsg::EndGrace).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Applies a store event to the tracker; returns the diff when a snapshot was accepted.
+fn on_store_event(
+    ev: StoreEvent,
+    tracker: &mut Tracker,
+    state: &Arc<Mutex<State>>,
+) -> Option<IntentDiff> {
+    match ev {
+        StoreEvent::Snapshot {
+            documents,
+            revision,
+        } => {
+            let result = tracker.apply(&documents, revision);
+            let Ok(mut s) = state.lock() else {
+                return None;
+            };
+            s.snapshots += 1;
+            match result {
+                Ok(accepted) => {
+                    for w in &accepted.warnings {
+                        tracing::warn!("{w}");
+                    }
+                    s.revision = Some(revision);
+                    s.config_error = None;
+                    s.intent = tracker.current().cloned();
+                    Some(accepted.diff)
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    for line in text.lines() {
+                        tracing::error!(
+                            "configuration rejected, the previous one stays in force: {line}"
+                        );
+                    }
+                    s.config_error = Some(text);
+                    None
+                }
+            }
+        }
+        StoreEvent::Unavailable(why) => {
+            tracing::warn!("datastore unavailable, the configuration in force stays: {why}");
+            None
+        }
+    }
+}
+
+/// Originates (or withdraws) the diff's prefixes and installs own-block blackholes.
+async fn apply_origination(
+    d: &IntentDiff,
+    intent: &Intent,
+    speaker: &mpsc::Sender<SpeakerCommand>,
+    fib: &mpsc::Sender<FibMsg>,
+    table: u32,
+) {
+    let mut want = Vec::new();
+    for (prefix, o) in &d.originated {
+        if o.export {
+            let _ = speaker
+                .send(SpeakerCommand::Originate {
+                    prefix: *prefix,
+                    attrs: convert::origin_attrs(o),
+                })
+                .await;
+        } else {
+            let _ = speaker.send(SpeakerCommand::Withdraw(*prefix)).await;
+        }
+        want.push((
+            *prefix,
+            o.blackhole.then(|| convert::blackhole(*prefix, table)),
+        ));
+    }
+    for prefix in &d.withdrawn {
+        let _ = speaker.send(SpeakerCommand::Withdraw(*prefix)).await;
+        if !intent.originated.contains_key(prefix) {
+            want.push((*prefix, None));
+        }
+    }
+    if !want.is_empty() {
+        let _ = fib.send(FibMsg::Want(want)).await;
+    }
+}
+
+/// Applies a later diff: prefixes live; session changes are recorded and logged.
+async fn apply_diff(
+    d: &IntentDiff,
+    intent: &Intent,
+    speaker: &mpsc::Sender<SpeakerCommand>,
+    fib: &mpsc::Sender<FibMsg>,
+    state: &Arc<Mutex<State>>,
+    table: u32,
+) {
+    if d.is_empty() {
+        tracing::info!("configuration re-read: nothing changed for this node");
+        return;
+    }
+    apply_origination(d, intent, speaker, fib, table).await;
+    let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
+    for a in &d.peers_removed {
+        tracing::info!(peer = %a, "peer removed from the configuration: closing its session");
+        let _ = speaker
+            .send(SpeakerCommand::RemovePeer(
+                *a,
+                "peer removed from configuration".into(),
+            ))
+            .await;
+    }
+    for p in &d.peers_changed {
+        tracing::info!(peer = %p.address, "peer settings changed: restarting its session");
+        let _ = speaker
+            .send(SpeakerCommand::RemovePeer(
+                p.address,
+                "peer configuration changed".into(),
+            ))
+            .await;
+    }
+    for p in d.peers_changed.iter().chain(&d.peers_added) {
+        match convert::peer_config(intent, p, &secrets_dir) {
+            Ok(c) => {
+                if d.peers_added.contains(p) {
+                    tracing::info!(peer = %p.address, origin = %p.origin, "new peer: starting its session");
+                }
+                let _ = speaker.send(SpeakerCommand::AddPeer(c)).await;
+            }
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
+    if let Ok(mut s) = state.lock() {
+        s.set_peers(intent);
+        for p in &d.peers_changed {
+            if let Some(ps) = s.peers.get_mut(&p.address) {
+                ps.up = false;
+                ps.state = "Idle".into();
+                ps.since = std::time::SystemTime::now();
+            }
+        }
+        if d.identity_changed {
+            // The speaker's router id, AS and listener are fixed at start.
+            let msg = "the router id, AS, cluster id or listener changed: restart tern to apply it"
+                .to_string();
+            tracing::warn!("{msg}");
+            s.config_error = Some(msg);
+        }
+    }
+    tracing::info!(
+        originated = d.originated.len(),
+        withdrawn = d.withdrawn.len(),
+        "configuration change applied"
+    );
+}
+
+/// Speaker events: peer states to the snapshot (logged once each), routes to the FIB.
+async fn on_speaker_event(
+    ev: SpeakerEvent,
+    state: &Arc<Mutex<State>>,
+    fib: &mpsc::Sender<FibMsg>,
+    table: u32,
+) {
+    match ev {
+        SpeakerEvent::Routes(changes) => {
+            let want: Vec<_> = changes
+                .iter()
+                .filter_map(|c| match &c.now {
+                    Some(best) if best.best.source.local => None,
+                    Some(best) => Some((c.prefix, convert::kernel_route(c.prefix, best, table))),
+                    None => Some((c.prefix, None)),
+                })
+                .collect();
+            // A withdrawn own prefix must not delete its blackhole: those are only
+            // removed through the intent.
+            let own: Vec<ipnet::IpNet> = state
+                .lock()
+                .ok()
+                .and_then(|s| {
+                    s.intent
+                        .as_ref()
+                        .map(|i| i.originated.keys().copied().collect())
+                })
+                .unwrap_or_default();
+            let want: Vec<_> = want.into_iter().filter(|(p, _)| !own.contains(p)).collect();
+            if !want.is_empty() {
+                let _ = fib.send(FibMsg::Want(want)).await;
+            }
+        }
+        SpeakerEvent::PeerUp(addr, n) => {
+            tracing::info!(peer = %addr, families = ?n.families.iter().map(|f| f.to_string()).collect::<Vec<_>>(), "BGP session established");
+            if let Ok(mut s) = state.lock() {
+                s.peer_up(addr.ip(), &n);
+            }
+        }
+        SpeakerEvent::PeerDown(addr, why) => {
+            tracing::warn!(peer = %addr, "BGP session down: {why}");
+            if let Ok(mut s) = state.lock() {
+                s.peer_down(addr.ip(), &why);
+            }
+        }
+        SpeakerEvent::Rejected(addr, why) => {
+            tracing::warn!(peer = %addr, "route refused: {why}");
+        }
+        SpeakerEvent::PeerState(addr, to) => {
+            tracing::debug!(peer = %addr, "BGP state {to:?}");
+            if let Ok(mut s) = state.lock() {
+                if let Some(p) = s.peers.get_mut(&addr.ip()) {
+                    p.state = format!("{to:?}");
+                }
+            }
+        }
+        SpeakerEvent::Refused(addr) => {
+            tracing::warn!(from = %addr, "refused a BGP connection from an address that is not a configured peer");
+        }
+    }
+}

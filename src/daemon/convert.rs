@@ -1,0 +1,222 @@
+//! Translations between the crates' types: intent → speaker settings, Loc-RIB entries
+//! → kernel routes and `tern routes` rows, FIB routes → `tern fib` rows. Pure.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use tern_bgp::rib::Best;
+use tern_bgp::speaker::{PeerConfig, SpeakerConfig};
+use tern_bgp::wire::{Community, LargeCommunity, Origin, PathAttributes};
+use tern_config::cluster::NextHopMode;
+use tern_config::intent::{Intent, Origination, PeerIntent};
+use tern_config::values;
+use tern_fib::{NextHop, Route, RouteKind};
+
+use crate::control::proto::{FibRoute, PathInfo, RouteInfo};
+
+/// Hold time when the BGPPeer sets none (BIRD's default is 240 s; 90 s is the RFC 4271
+/// suggestion and what GoBGP and FRR use, so a dead peer is noticed sooner).
+pub const DEFAULT_HOLD: u16 = 90;
+
+/// The speaker's settings for an intent. Passwords are read from their sources here;
+/// a password that cannot be read is an error naming the peer and the source.
+pub fn speaker_config(i: &Intent, secrets_dir: &Path) -> Result<SpeakerConfig, String> {
+    let listen_ip: IpAddr = match i.listen.addresses.first() {
+        Some(a) => *a,
+        // Dual-stack when the node has IPv6, so one listener takes both families.
+        None if i.ipv6.is_some() => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        None => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+    };
+    let mut peers = Vec::new();
+    for p in i.peers.values() {
+        peers.push(peer_config(i, p, secrets_dir)?);
+    }
+    Ok(SpeakerConfig {
+        router_id: i.router_id,
+        local_as: i.asn,
+        listen: Some(SocketAddr::new(listen_ip, i.listen.port)),
+        cluster_id: i.rr_cluster_id,
+        max_paths: 8,
+        peers,
+    })
+}
+
+fn secs(d: Option<Duration>) -> Option<u16> {
+    d.map(|d| u16::try_from(d.as_secs()).unwrap_or(u16::MAX))
+}
+
+/// One peer's speaker settings.
+pub fn peer_config(i: &Intent, p: &PeerIntent, secrets_dir: &Path) -> Result<PeerConfig, String> {
+    let password = match &p.password {
+        Some(src) => Some(
+            src.resolve(secrets_dir)
+                .map_err(|e| format!("peer {} ({}): {e}", p.address, p.origin))?
+                .expose()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let local_v6 = match i.ipv6 {
+        Some((IpAddr::V6(a), _)) => Some(a),
+        _ => None,
+    };
+    Ok(PeerConfig {
+        address: SocketAddr::new(p.address, p.port),
+        peer_as: p.remote_as,
+        local_as: (p.local_as != i.asn).then_some(p.local_as),
+        local_address: p.source,
+        local_v6,
+        hold_time: secs(p.hold).unwrap_or(DEFAULT_HOLD),
+        keepalive: secs(p.keepalive),
+        connect_retry: Duration::from_secs(5),
+        passive: p.passive,
+        password,
+        ttl_security: p.ttl_security,
+        rr_client: p.rr_client,
+        next_hop_self: p.next_hop == NextHopMode::SelfHop,
+        allowas_in: u8::try_from(p.allowas_in).unwrap_or(u8::MAX),
+    })
+}
+
+/// BGP attributes of an originated prefix.
+pub fn origin_attrs(o: &Origination) -> PathAttributes {
+    let mut a = PathAttributes {
+        origin: Some(Origin::Igp),
+        ..PathAttributes::default()
+    };
+    for c in &o.communities {
+        match c {
+            values::Community::Standard(v) => a.communities.push(Community(*v)),
+            values::Community::Large(g, l1, l2) => a.large_communities.push(LargeCommunity {
+                global: *g,
+                local1: *l1,
+                local2: *l2,
+            }),
+        }
+    }
+    a
+}
+
+/// The kernel route for a Loc-RIB entry learned from peers; `None` for our own.
+pub fn kernel_route(prefix: IpNet, best: &Best, table: u32) -> Option<Route> {
+    if best.best.source.local {
+        return None;
+    }
+    let mut hops: Vec<IpAddr> = best.multipath.iter().map(|p| p.next_hop).collect();
+    if hops.is_empty() {
+        hops.push(best.best.next_hop);
+    }
+    hops.sort();
+    hops.dedup();
+    Some(Route {
+        prefix,
+        kind: RouteKind::Unicast(hops.into_iter().map(NextHop::via).collect()),
+        metric: 0,
+        table,
+    })
+}
+
+/// The blackhole of an own block.
+pub fn blackhole(prefix: IpNet, table: u32) -> Route {
+    Route {
+        prefix,
+        kind: RouteKind::Blackhole,
+        metric: 0,
+        table,
+    }
+}
+
+/// A Loc-RIB entry as `tern routes` shows it.
+pub fn route_info(
+    prefix: IpNet,
+    best: &Best,
+    intent: Option<&Intent>,
+    installed: bool,
+) -> RouteInfo {
+    let b = &best.best;
+    let a = &b.attrs;
+    let source = if b.source.local {
+        intent
+            .and_then(|i| i.originated.get(&prefix))
+            .map(|o| o.source.as_str())
+            .unwrap_or("block")
+    } else {
+        "bgp"
+    };
+    let mut next_hops: Vec<String> = best
+        .multipath
+        .iter()
+        .map(|p| p.next_hop.to_string())
+        .collect();
+    next_hops.dedup();
+    if next_hops.is_empty() {
+        next_hops.push(b.next_hop.to_string());
+    }
+    RouteInfo {
+        prefix: prefix.to_string(),
+        best: PathInfo {
+            next_hops: if b.source.local {
+                vec!["local".into()]
+            } else {
+                next_hops
+            },
+            as_path: a
+                .as_path
+                .as_ref()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            origin: match a.origin {
+                Some(Origin::Igp) | None => "igp",
+                Some(Origin::Egp) => "egp",
+                Some(_) => "incomplete",
+            }
+            .into(),
+            local_pref: a.local_pref,
+            med: a.med,
+            communities: a
+                .communities
+                .iter()
+                .map(|c| format!("{}:{}", c.0 >> 16, c.0 & 0xffff))
+                .collect(),
+            large_communities: a
+                .large_communities
+                .iter()
+                .map(|c| format!("{}:{}:{}", c.global, c.local1, c.local2))
+                .collect(),
+            peer: if b.source.local {
+                "local".into()
+            } else {
+                b.source.address.to_string()
+            },
+            source: source.into(),
+        },
+        ecmp: best.multipath.len() > 1,
+        installed,
+    }
+}
+
+/// A kernel route as `tern fib` shows it.
+pub fn fib_route(r: &Route) -> FibRoute {
+    let (kind, next_hops) = match &r.kind {
+        RouteKind::Unicast(h) => (
+            "unicast",
+            h.iter()
+                .map(|h| match (h.gateway, h.interface) {
+                    (Some(g), _) => g.to_string(),
+                    (None, Some(i)) => format!("dev {i}"),
+                    (None, None) => "-".into(),
+                })
+                .collect(),
+        ),
+        RouteKind::Blackhole => ("blackhole", Vec::new()),
+        RouteKind::Unreachable => ("unreachable", Vec::new()),
+    };
+    FibRoute {
+        prefix: r.prefix.to_string(),
+        kind: kind.into(),
+        next_hops,
+        table: r.table,
+    }
+}

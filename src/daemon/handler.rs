@@ -1,0 +1,300 @@
+//! Answers control-socket requests from the daemon's snapshot, asking the speaker and
+//! the FIB task for what they own. Every question to another task has a timeout, so a
+//! busy speaker makes `tern routes` slow, never the daemon stuck.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde_json::Value;
+use tern_bgp::rib::Best;
+use tern_bgp::speaker::SpeakerCommand;
+use tern_fib::diag::PeerFacts;
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use super::convert::route_info;
+use super::fib_task::FibMsg;
+use super::state::State;
+use crate::control::proto::{
+    DaemonInfo, DiagnoseReply, FindingInfo, HealthReply, PeersReply, ReloadReply, Request,
+    RoutesReply, StatusReply,
+};
+use crate::control::server::Handler;
+
+const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The daemon's request handler.
+pub struct DaemonHandler {
+    /// Shared snapshot.
+    pub state: Arc<Mutex<State>>,
+    /// The speaker's commands.
+    pub speaker: mpsc::Sender<SpeakerCommand>,
+    /// The FIB task.
+    pub fib: mpsc::Sender<FibMsg>,
+    /// Wakes the datastore for `tern reload`.
+    pub reload: Arc<Notify>,
+}
+
+async fn ask<T>(what: &str, rx: oneshot::Receiver<T>) -> Result<T, String> {
+    match tokio::time::timeout(ASK_TIMEOUT, rx).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => Err(format!("the {what} has stopped")),
+        Err(_) => Err(format!(
+            "the {what} did not answer within {}s",
+            ASK_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<Value, String> {
+    serde_json::to_value(v).map_err(|e| format!("cannot encode the reply: {e}"))
+}
+
+impl DaemonHandler {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, String> {
+        self.state.lock().map_err(|_| {
+            "the daemon's state is poisoned (a task panicked); restart tern".to_string()
+        })
+    }
+
+    async fn loc_rib(&self) -> Result<Vec<(IpNet, Best)>, String> {
+        let (tx, rx) = oneshot::channel();
+        self.speaker
+            .send(SpeakerCommand::Routes(tx))
+            .await
+            .map_err(|_| "the BGP speaker has stopped".to_string())?;
+        ask("BGP speaker", rx).await
+    }
+
+    fn daemon_info(&self, s: &State) -> DaemonInfo {
+        let i = s.intent.as_ref();
+        DaemonInfo {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            node: i.map(|i| i.node.clone()).unwrap_or_default(),
+            router_id: i.map(|i| i.router_id.to_string()).unwrap_or_default(),
+            asn: i.map(|i| i.asn).unwrap_or(0),
+            started: humantime::format_rfc3339_seconds(s.started).to_string(),
+            uptime_s: s.started_at.elapsed().as_secs(),
+            datastore: s.datastore.clone(),
+            intent_revision: s.revision,
+            config_error: s.config_error.clone(),
+        }
+    }
+
+    async fn peers(
+        &self,
+        only: Option<IpAddr>,
+    ) -> Result<Vec<crate::control::proto::PeerInfo>, String> {
+        let rib = self.loc_rib().await.unwrap_or_default();
+        // Per peer: prefixes for which it contributes a path to the Loc-RIB entry.
+        let mut counts: BTreeMap<IpAddr, u64> = BTreeMap::new();
+        for (_, b) in &rib {
+            let mut seen: Vec<IpAddr> = b.multipath.iter().map(|p| p.source.address).collect();
+            seen.push(b.best.source.address);
+            seen.sort();
+            seen.dedup();
+            for a in seen {
+                *counts.entry(a).or_default() += 1;
+            }
+        }
+        let s = self.lock()?;
+        let mut infos = s.peer_infos();
+        for p in &mut infos {
+            let n = p
+                .address
+                .parse::<IpAddr>()
+                .ok()
+                .and_then(|a| counts.get(&a).copied())
+                .unwrap_or(0);
+            p.prefixes_received = n;
+            p.prefixes_accepted = n;
+        }
+        if let Some(a) = only {
+            infos.retain(|p| p.address.parse::<IpAddr>().ok() == Some(a));
+            if infos.is_empty() {
+                return Err(format!("{a} is not a configured peer"));
+            }
+        }
+        Ok(infos)
+    }
+
+    async fn answer(&self, request: Request) -> Result<Value, String> {
+        match request {
+            Request::Status => {
+                let peers = self.peers(None).await?;
+                let daemon = self.daemon_info(&*self.lock()?);
+                json(&StatusReply { daemon, peers })
+            }
+            Request::Peers { address } => {
+                let only = match address {
+                    Some(a) => Some(
+                        a.parse::<IpAddr>()
+                            .map_err(|_| format!("{a:?} is not an IP address"))?,
+                    ),
+                    None => None,
+                };
+                json(&PeersReply {
+                    peers: self.peers(only).await?,
+                })
+            }
+            Request::Routes {
+                prefix,
+                peer,
+                advertised,
+            } => {
+                if advertised {
+                    return Err("--advertised (a peer's Adj-RIB-Out) is not available yet".into());
+                }
+                let rib = self.loc_rib().await?;
+                let (tx, rx) = oneshot::channel();
+                let installed: Vec<IpNet> = match self.fib.send(FibMsg::Installed(tx)).await {
+                    Ok(()) => ask("FIB task", rx).await.unwrap_or_default(),
+                    Err(_) => Vec::new(),
+                };
+                let intent = self.lock()?.intent.clone();
+                let want_prefix: Option<IpNet> = match &prefix {
+                    None => None,
+                    Some(p) => Some(match p.parse::<IpNet>() {
+                        Ok(n) => n,
+                        Err(_) => p
+                            .parse::<IpAddr>()
+                            .map(IpNet::from)
+                            .map_err(|_| format!("{p:?} is not a prefix or an address"))?,
+                    }),
+                };
+                let want_peer: Option<IpAddr> = match &peer {
+                    None => None,
+                    Some(p) => Some(
+                        p.parse()
+                            .map_err(|_| format!("{p:?} is not an IP address"))?,
+                    ),
+                };
+                let mut routes = Vec::new();
+                for (p, b) in &rib {
+                    if let Some(w) = want_prefix {
+                        // An exact prefix, or (for an address) every route covering it.
+                        let hit = if w.prefix_len() == w.max_prefix_len()
+                            && !rib.iter().any(|(q, _)| *q == w)
+                        {
+                            p.contains(&w.addr())
+                        } else {
+                            *p == w
+                        };
+                        if !hit {
+                            continue;
+                        }
+                    }
+                    if let Some(a) = want_peer {
+                        if b.best.source.address != a || b.best.source.local {
+                            continue;
+                        }
+                    }
+                    routes.push(route_info(*p, b, intent.as_ref(), installed.contains(p)));
+                }
+                json(&RoutesReply { routes })
+            }
+            Request::Fib => {
+                let (tx, rx) = oneshot::channel();
+                self.fib
+                    .send(FibMsg::Report(tx))
+                    .await
+                    .map_err(|_| "the FIB task has stopped".to_string())?;
+                json(&ask("FIB task", rx).await?)
+            }
+            Request::Diagnose => {
+                let peers: Vec<PeerFacts> = {
+                    let s = self.lock()?;
+                    s.peers
+                        .values()
+                        .map(|p| PeerFacts {
+                            address: p.intent.address,
+                            name: match &p.intent.peer_node {
+                                Some(n) => format!("{} peer {n}", p.intent.kind),
+                                None => format!("{} peer ({})", p.intent.kind, p.intent.origin),
+                            },
+                            network: None,
+                            multihop: p.intent.ttl_security.is_some_and(|t| t > 1),
+                        })
+                        .collect()
+                };
+                let (tx, rx) = oneshot::channel();
+                self.fib
+                    .send(FibMsg::Diagnose(peers, tx))
+                    .await
+                    .map_err(|_| "the FIB task has stopped".to_string())?;
+                let mut findings = ask("FIB task", rx).await?;
+                findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+                json(&DiagnoseReply {
+                    findings: findings
+                        .into_iter()
+                        .map(|f| FindingInfo {
+                            kind: serde_json::to_value(f.kind)
+                                .ok()
+                                .and_then(|v| v.as_str().map(String::from))
+                                .unwrap_or_else(|| format!("{:?}", f.kind)),
+                            subject: f.subject,
+                            evidence: f.evidence,
+                            suggestion: f.suggestion,
+                            severity: serde_json::to_value(f.severity)
+                                .ok()
+                                .and_then(|v| v.as_str().map(String::from))
+                                .unwrap_or_else(|| format!("{:?}", f.severity)),
+                        })
+                        .collect(),
+                })
+            }
+            Request::Health => {
+                let s = self.lock()?;
+                let live = s.last_tick.elapsed() < Duration::from_secs(10);
+                let (ready, reason) = s.ready();
+                json(&HealthReply {
+                    live,
+                    ready: live && ready,
+                    reason: if live {
+                        reason
+                    } else {
+                        "the daemon's main loop has not run for 10 s".into()
+                    },
+                })
+            }
+            Request::Reload => {
+                let before = self.lock()?.snapshots;
+                self.reload.notify_one();
+                let deadline = tokio::time::Instant::now() + ASK_TIMEOUT;
+                loop {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let s = self.lock()?;
+                    if s.snapshots != before {
+                        let accepted = s.config_error.is_none();
+                        return json(&ReloadReply {
+                            accepted,
+                            message: match &s.config_error {
+                                Some(e) => e.clone(),
+                                None => format!("applied revision {}", s.revision.unwrap_or(0)),
+                            },
+                        });
+                    }
+                    if tokio::time::Instant::now() > deadline {
+                        return json(&ReloadReply {
+                            accepted: false,
+                            message: "the datastore did not answer within 5 s".into(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Handler for DaemonHandler {
+    fn handle(
+        &self,
+        request: Request,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + '_>> {
+        Box::pin(self.answer(request))
+    }
+}

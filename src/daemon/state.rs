@@ -1,0 +1,202 @@
+//! What the control socket reads: a small snapshot of the daemon (identity, intent in
+//! force, peer states) updated by the main loop. The Loc-RIB and the kernel view are
+//! not copied here; the handler asks their owners (speaker, FIB task) on demand.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::{Instant, SystemTime};
+
+use tern_bgp::fsm::Negotiated;
+use tern_config::intent::{Intent, PeerIntent};
+
+use crate::control::proto::PeerInfo;
+
+/// One peer's runtime state.
+#[derive(Debug, Clone)]
+pub struct PeerState {
+    /// The configured session.
+    pub intent: PeerIntent,
+    /// Established.
+    pub up: bool,
+    /// RFC 4271 state name as the session last reported it.
+    pub state: String,
+    /// When `up` last changed (or the peer was configured).
+    pub since: SystemTime,
+    /// Why it last went down.
+    pub last_error: Option<String>,
+    /// Negotiated families.
+    pub families: Vec<String>,
+    /// Negotiated capabilities.
+    pub capabilities: Vec<String>,
+}
+
+/// The daemon's snapshot.
+#[derive(Debug)]
+pub struct State {
+    /// Start time.
+    pub started: SystemTime,
+    /// Monotonic start.
+    pub started_at: Instant,
+    /// `file <path>` / `etcdv3 <endpoints>`.
+    pub datastore: String,
+    /// The intent in force.
+    pub intent: Option<Intent>,
+    /// Its store revision.
+    pub revision: Option<i64>,
+    /// The newest snapshot's error, if it was rejected; or a change that needs a restart.
+    pub config_error: Option<String>,
+    /// Peers by address.
+    pub peers: BTreeMap<IpAddr, PeerState>,
+    /// Last main-loop tick (liveness).
+    pub last_tick: Instant,
+    /// A graceful-restart grace period is still running.
+    pub in_grace: bool,
+    /// Snapshots seen from the datastore, accepted or not (`tern reload` waits for the
+    /// next one).
+    pub snapshots: u64,
+}
+
+impl State {
+    /// A fresh state.
+    pub fn new(datastore: String) -> State {
+        State {
+            started: SystemTime::now(),
+            started_at: Instant::now(),
+            datastore,
+            intent: None,
+            revision: None,
+            config_error: None,
+            peers: BTreeMap::new(),
+            last_tick: Instant::now(),
+            in_grace: true,
+            snapshots: 0,
+        }
+    }
+
+    /// Records the peers of a new intent, keeping the state of those that stay.
+    pub fn set_peers(&mut self, intent: &Intent) {
+        let mut next = BTreeMap::new();
+        for (a, p) in &intent.peers {
+            let s = match self.peers.remove(a) {
+                Some(mut s) => {
+                    s.intent = p.clone();
+                    s
+                }
+                None => PeerState {
+                    intent: p.clone(),
+                    up: false,
+                    state: "Idle".into(),
+                    since: SystemTime::now(),
+                    last_error: None,
+                    families: Vec::new(),
+                    capabilities: Vec::new(),
+                },
+            };
+            next.insert(*a, s);
+        }
+        self.peers = next;
+    }
+
+    /// A session came up.
+    pub fn peer_up(&mut self, addr: IpAddr, n: &Negotiated) {
+        if let Some(p) = self.peers.get_mut(&addr) {
+            p.up = true;
+            p.state = "Established".into();
+            p.since = SystemTime::now();
+            p.families = n.families.iter().map(|f| f.to_string()).collect();
+            let mut caps = vec!["multiprotocol".to_string(), "4-octet-as".to_string()];
+            if n.route_refresh {
+                caps.push("route-refresh".into());
+            }
+            if n.enhanced_route_refresh {
+                caps.push("enhanced-route-refresh".into());
+            }
+            if n.extended_next_hop_ipv4 {
+                caps.push("extended-next-hop".into());
+            }
+            if n.peer_graceful_restart.is_some() {
+                caps.push("graceful-restart".into());
+            }
+            p.capabilities = caps;
+        }
+    }
+
+    /// A session went down.
+    pub fn peer_down(&mut self, addr: IpAddr, reason: &str) {
+        if let Some(p) = self.peers.get_mut(&addr) {
+            p.up = false;
+            if p.state == "Established" {
+                p.state = "Idle".into();
+            }
+            p.since = SystemTime::now();
+            p.last_error = Some(reason.to_string());
+        }
+    }
+
+    /// calico-node's readiness: no peers is ready; during the first 30 s every peer
+    /// must be Established and no graceful restart running; later one is enough.
+    pub fn ready(&self) -> (bool, String) {
+        if self.intent.is_none() {
+            return (false, "no valid configuration has been applied yet".into());
+        }
+        let total = self.peers.len();
+        let up = self.peers.values().filter(|p| p.up).count();
+        if total == 0 {
+            return (true, "ready: no BGP peers configured".into());
+        }
+        if self.started_at.elapsed().as_secs() < 30 {
+            if up < total {
+                return (
+                    false,
+                    format!(
+                        "{up} of {total} BGP peers established (all are needed in the first 30 s)"
+                    ),
+                );
+            }
+            if self.in_grace {
+                return (false, "graceful restart in progress".into());
+            }
+            return (
+                true,
+                format!("ready: {up} of {total} BGP peers established"),
+            );
+        }
+        if up == 0 {
+            return (false, format!("no BGP peer established (0 of {total})"));
+        }
+        (
+            true,
+            format!("ready: {up} of {total} BGP peers established"),
+        )
+    }
+
+    /// `tern peers` rows (prefix counts filled by the caller).
+    pub fn peer_infos(&self) -> Vec<PeerInfo> {
+        self.peers
+            .values()
+            .map(|p| {
+                let uptime = if p.up {
+                    p.since.elapsed().map(|d| d.as_secs()).unwrap_or(0)
+                } else {
+                    0
+                };
+                PeerInfo {
+                    address: p.intent.address.to_string(),
+                    port: p.intent.port,
+                    asn: p.intent.remote_as,
+                    local_asn: p.intent.local_as,
+                    kind: p.intent.kind.as_str().into(),
+                    state: p.state.clone(),
+                    since: humantime::format_rfc3339_seconds(p.since).to_string(),
+                    uptime_s: uptime,
+                    families: p.families.clone(),
+                    capabilities: p.capabilities.clone(),
+                    prefixes_received: 0,
+                    prefixes_accepted: 0,
+                    prefixes_advertised: 0,
+                    last_error: p.last_error.clone(),
+                }
+            })
+            .collect()
+    }
+}
