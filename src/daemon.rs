@@ -14,6 +14,7 @@
 mod convert;
 mod fib_task;
 mod handler;
+mod metrics;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -192,7 +193,10 @@ async fn daemon(cfg: DaemonConfig) -> Result<(), String> {
         .current()
         .cloned()
         .ok_or("no intent after an accepted snapshot")?;
-    let speaker_cfg = convert::speaker_config(&intent, &secrets_dir)?;
+    let (speaker_cfg, peer_errors) = convert::speaker_config(&intent, &secrets_dir);
+    for e in &peer_errors {
+        tracing::error!("session not started: {e}");
+    }
     let (etx, mut events) = mpsc::channel(1024);
     let speaker = speaker::spawn(speaker_cfg, etx)
         .await
@@ -200,6 +204,9 @@ async fn daemon(cfg: DaemonConfig) -> Result<(), String> {
     apply_origination(&first, &intent, &speaker, &fib, cfg.fib.table).await;
     if let Ok(mut s) = state.lock() {
         s.set_peers(&intent);
+        if !peer_errors.is_empty() {
+            s.config_error = Some(peer_errors.join("; "));
+        }
     }
     tracing::info!(
         router_id = %intent.router_id,
@@ -215,6 +222,11 @@ async fn daemon(cfg: DaemonConfig) -> Result<(), String> {
         fib: fib.clone(),
         reload: reload.clone(),
     });
+    if let Some(addr) = cfg.metrics {
+        let listener = metrics::bind(addr).await?;
+        tracing::info!("metrics on http://{addr}/metrics");
+        tokio::spawn(metrics::serve(listener, Arc::clone(&handler)));
+    }
     tokio::spawn(server.run(handler));
     notify_ready();
 

@@ -85,12 +85,22 @@ enum Command {
 /// Options of every command that talks to the daemon.
 #[derive(clap::Args, Clone)]
 struct Inspect {
-    /// The control socket (default: $TERN_SOCKET, else /run/tern/tern.sock).
+    /// The control socket (default: $TERN_SOCKET, else /run/tern/tern.sock; on
+    /// Windows \\.\pipe\tern).
     #[arg(long)]
     socket: Option<std::path::PathBuf>,
-    /// Output format.
+    /// Output format: text for people, json for scripts (the daemon's answer as is).
     #[arg(long, short, value_enum, default_value = "text")]
-    output: Output,
+    output: InspectOutput,
+}
+
+/// `-o` of the commands that talk to the daemon.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum InspectOutput {
+    /// Tables and text for people.
+    Text,
+    /// The daemon's JSON (stable field names, see DESIGN.md).
+    Json,
 }
 
 impl Inspect {
@@ -99,8 +109,8 @@ impl Inspect {
             .socket
             .unwrap_or_else(tern::control::client::default_socket);
         let output = match self.output {
-            Output::Text => tern::control::cli::Output::Text,
-            Output::Json => tern::control::cli::Output::Json,
+            InspectOutput::Text => tern::control::cli::Output::Text,
+            InspectOutput::Json => tern::control::cli::Output::Json,
         };
         tern::control::cli::run(command, &socket, output)
     }
@@ -164,7 +174,7 @@ fn main() -> ExitCode {
         Command::Decode(a) => run_decode(a),
         Command::Run { config } => tern::daemon::run(&config),
         Command::Status(i) => i.go(CliCommand::Status),
-        Command::Peers { address, inspect } => inspect.go(CliCommand::Peers(address)),
+        Command::Peers { address, inspect } => inspect.go(CliCommand::Peers { address }),
         Command::Routes {
             prefix,
             peer,

@@ -224,7 +224,7 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
         std::fs::write(
             n.dir.join("tern.yaml"),
             format!(
-                "node: {name}\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nlog: info\n",
+                "node: {name}\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nmetrics: 127.0.0.1:9477\nlog: info\n",
                 cluster.display(),
                 n.socket().display()
             ),
@@ -308,6 +308,25 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
         a.cli(&["health", "--ready"]).0 == 0
     })
     .unwrap_or_else(|e| panic!("{e}: {}", a.cli(&["health"]).1));
+
+    // Prometheus, scraped inside node-a's namespace (its own loopback).
+    let scrape = a
+        .ns
+        .exec(
+            "bash",
+            &["-c", "exec 3<>/dev/tcp/127.0.0.1/9477; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"],
+        )
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    for want in [
+        "tern_peer_up{peer=\"198.51.100.11\",type=\"node-to-node mesh\"} 1",
+        "tern_peer_up{peer=\"198.51.100.1\",type=\"global\"} 1",
+        "tern_fib_routes{state=\"installed\"} 4",
+        "tern_fib_routes{state=\"missing\"} 0",
+        "tern_config_error 0",
+    ] {
+        assert!(scrape.contains(want), "metrics lack {want}:\n{scrape}");
+    }
 
     // What a person sees (run with --nocapture).
     for cmd in [

@@ -1,7 +1,13 @@
-//! The inspection commands: send one request, print the answer as a table or as the
-//! daemon's JSON, and exit with a code scripts can use: 0 fine; 1 a negative answer
-//! (not ready, a finding of severity error, FIB differences, reload rejected); 3 the
-//! daemon is not running; 4 permission denied; 5 any other error.
+//! The inspection commands: send one request, print the answer as text or as the
+//! daemon's JSON, and exit with a code scripts and probes can use:
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | the answer is good |
+//! | 1 | the answer is negative: not live / not ready, a diagnose finding of severity `error`, FIB routes missing or refused, reload rejected |
+//! | 3 | the daemon is not running (no socket, or nobody listening) |
+//! | 4 | permission denied (the socket is root-only) |
+//! | 5 | anything else: protocol error, timeout, an error from the daemon |
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -15,31 +21,34 @@ use super::proto::{
 };
 use super::render;
 
-/// A command of the CLI.
+/// A command of the CLI (what the user asked, before it becomes a [`Request`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CliCommand {
     /// `tern status`.
     Status,
     /// `tern peers [ADDR]`.
-    Peers(Option<String>),
+    Peers {
+        /// Only this peer.
+        address: Option<String>,
+    },
     /// `tern routes [PREFIX] [--peer ADDR] [--advertised]`.
     Routes {
-        /// Prefix or address.
+        /// Only this prefix, or the routes covering this address.
         prefix: Option<String>,
-        /// Peer.
+        /// Only routes from (with `advertised`: to) this peer.
         peer: Option<String>,
-        /// Adj-RIB-Out.
+        /// The Adj-RIB-Out of `peer` instead of the Loc-RIB.
         advertised: bool,
     },
     /// `tern fib`.
     Fib,
     /// `tern diagnose`.
     Diagnose,
-    /// `tern health [--live] [--ready]`.
+    /// `tern health [--live] [--ready]`: neither or both flags check both.
     Health {
-        /// Check liveness.
+        /// Succeed only when live.
         live: bool,
-        /// Check readiness.
+        /// Succeed only when ready.
         ready: bool,
     },
     /// `tern reload`.
@@ -49,104 +58,178 @@ pub enum CliCommand {
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
-    /// Tables for people.
+    /// Text for people.
     Text,
-    /// The daemon's JSON.
+    /// The daemon's JSON, pretty-printed.
     Json,
 }
 
-fn decode<T: DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
-    serde_json::from_value(v.clone()).map_err(|e| format!("unexpected answer from the daemon: {e}"))
-}
+/// Exit code for a negative answer.
+const NEGATIVE: u8 = 1;
+/// Exit code when the daemon is not running.
+const NOT_RUNNING: u8 = 3;
+/// Exit code when the socket is not ours to use.
+const DENIED: u8 = 4;
+/// Exit code for every other failure.
+const FAILED: u8 = 5;
 
-/// Runs `command` against the daemon at `socket`.
-pub fn run(command: CliCommand, socket: &Path, output: Output) -> ExitCode {
-    let request = match &command {
-        CliCommand::Status => Request::Status,
-        CliCommand::Peers(a) => Request::Peers { address: a.clone() },
-        CliCommand::Routes {
-            prefix,
-            peer,
-            advertised,
-        } => Request::Routes {
-            prefix: prefix.clone(),
-            peer: peer.clone(),
-            advertised: *advertised,
-        },
-        CliCommand::Fib => Request::Fib,
-        CliCommand::Diagnose => Request::Diagnose,
-        CliCommand::Health { .. } => Request::Health,
-        CliCommand::Reload => Request::Reload,
-    };
-    let value = match client::request(socket, request) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("tern: {e}");
-            return ExitCode::from(match e {
-                ClientError::NotRunning(_) => 3,
-                ClientError::PermissionDenied(_) => 4,
-                _ => 5,
-            });
-        }
-    };
-    match render_and_judge(&command, &value) {
-        Ok((text, good)) => {
-            match output {
-                Output::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
-                ),
-                Output::Text => print!("{text}"),
-            }
-            if good {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
-        Err(e) => {
-            eprintln!("tern: {e}");
-            ExitCode::from(5)
+impl CliCommand {
+    fn request(&self) -> Request {
+        match self {
+            CliCommand::Status => Request::Status,
+            CliCommand::Peers { address } => Request::Peers {
+                address: address.clone(),
+            },
+            CliCommand::Routes {
+                prefix,
+                peer,
+                advertised,
+            } => Request::Routes {
+                prefix: prefix.clone(),
+                peer: peer.clone(),
+                advertised: *advertised,
+            },
+            CliCommand::Fib => Request::Fib,
+            CliCommand::Diagnose => Request::Diagnose,
+            CliCommand::Health { .. } => Request::Health,
+            CliCommand::Reload => Request::Reload,
         }
     }
 }
 
-/// The text and whether the answer is a positive one.
-fn render_and_judge(command: &CliCommand, v: &serde_json::Value) -> Result<(String, bool), String> {
+/// Runs `command` against the daemon at `socket`, prints the answer on stdout (errors
+/// on stderr as `tern: <message>`) and returns the exit code (see the module doc).
+pub fn run(command: CliCommand, socket: &Path, output: Output) -> ExitCode {
+    let value = match client::request(socket, command.request()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("tern: {e}");
+            return ExitCode::from(match e {
+                ClientError::NotRunning(_) => NOT_RUNNING,
+                ClientError::PermissionDenied(_) => DENIED,
+                ClientError::Daemon(_) | ClientError::Protocol(_) | ClientError::Timeout => FAILED,
+            });
+        }
+    };
+    let judged = match output {
+        Output::Json => {
+            // Printed before judging, so a script sees the answer even when the
+            // verdict cannot be reached.
+            match serde_json::to_string_pretty(&value) {
+                Ok(s) => println!("{s}"),
+                Err(e) => {
+                    eprintln!("tern: cannot print the answer as JSON: {e}");
+                    return ExitCode::from(FAILED);
+                }
+            }
+            judge(&command, &value)
+        }
+        Output::Text => text(&command, &value).map(|(text, good)| {
+            print!("{text}");
+            good
+        }),
+    };
+    match judged {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(NEGATIVE),
+        Err(e) => {
+            eprintln!("tern: {e}");
+            ExitCode::from(FAILED)
+        }
+    }
+}
+
+fn decode<T: DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
+    T::deserialize(v).map_err(|e| {
+        format!("unexpected answer from the daemon (is it the same tern version?): {e}")
+    })
+}
+
+/// Whether the answer is a positive one. Commands that only show things are always
+/// positive, and their answer need not be decoded.
+fn judge(command: &CliCommand, v: &serde_json::Value) -> Result<bool, String> {
+    match command {
+        CliCommand::Status | CliCommand::Peers { .. } | CliCommand::Routes { .. } => Ok(true),
+        CliCommand::Fib => Ok(fib_good(&decode(v)?)),
+        CliCommand::Diagnose => Ok(diagnose_good(&decode(v)?)),
+        CliCommand::Health { live, ready } => Ok(health_good(&decode(v)?, *live, *ready)),
+        CliCommand::Reload => Ok(decode::<ReloadReply>(v)?.accepted),
+    }
+}
+
+/// The text for people and whether the answer is a positive one.
+fn text(command: &CliCommand, v: &serde_json::Value) -> Result<(String, bool), String> {
     Ok(match command {
         CliCommand::Status => (render::status(&decode::<StatusReply>(v)?), true),
-        CliCommand::Peers(_) => (render::peers(&decode::<PeersReply>(v)?), true),
+        CliCommand::Peers { .. } => (render::peers(&decode::<PeersReply>(v)?), true),
         CliCommand::Routes { .. } => (render::routes(&decode::<RoutesReply>(v)?), true),
         CliCommand::Fib => {
             let r: FibReply = decode(v)?;
-            let good = r.missing.is_empty() && r.failures.is_empty();
-            (render::fib(&r), good)
+            (render::fib(&r), fib_good(&r))
         }
         CliCommand::Diagnose => {
             let r: DiagnoseReply = decode(v)?;
-            let good = !r.findings.iter().any(|f| f.severity == "error");
-            (render::diagnose(&r), good)
+            (render::diagnose(&r), diagnose_good(&r))
         }
         CliCommand::Health { live, ready } => {
             let r: HealthReply = decode(v)?;
-            let (want_live, want_ready) = if !live && !ready {
-                (true, true)
-            } else {
-                (*live, *ready)
-            };
-            let good = (!want_live || r.live) && (!want_ready || r.ready);
-            (render::health(&r), good)
+            (render::health(&r), health_good(&r, *live, *ready))
         }
         CliCommand::Reload => {
             let r: ReloadReply = decode(v)?;
-            (
-                format!(
-                    "{}: {}\n",
-                    if r.accepted { "reloaded" } else { "rejected" },
-                    r.message
-                ),
-                r.accepted,
-            )
+            (render::reload(&r), r.accepted)
         }
     })
+}
+
+/// Unexpected routes are not a failure: during a graceful restart they are tern's
+/// own routes kept on purpose.
+fn fib_good(r: &FibReply) -> bool {
+    r.missing.is_empty() && r.failures.is_empty()
+}
+
+fn diagnose_good(r: &DiagnoseReply) -> bool {
+    !r.findings.iter().any(|f| f.severity == "error")
+}
+
+/// `--live` asks for liveness, `--ready` for readiness; neither (or both) asks for both.
+fn health_good(r: &HealthReply, live: bool, ready: bool) -> bool {
+    let (want_live, want_ready) = if live || ready {
+        (live, ready)
+    } else {
+        (true, true)
+    };
+    (!want_live || r.live) && (!want_ready || r.ready)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_flags_choose_what_must_hold() {
+        let live_only = HealthReply {
+            live: true,
+            ready: false,
+            reason: "0 of 1 BGP peers established".into(),
+        };
+        assert!(health_good(&live_only, true, false));
+        assert!(!health_good(&live_only, false, true));
+        assert!(!health_good(&live_only, true, true));
+        assert!(!health_good(&live_only, false, false));
+    }
+
+    #[test]
+    fn json_verdicts_follow_the_answer() {
+        let fib = serde_json::json!({"installed": [], "missing": [], "unexpected": [{"prefix": "198.18.4.0/26", "kind": "unicast", "next_hops": [], "table": 254}], "failures": []});
+        assert_eq!(judge(&CliCommand::Fib, &fib), Ok(true));
+        let diag = serde_json::json!({"findings": [{"kind": "k", "subject": "s", "evidence": "e", "suggestion": "f", "severity": "error"}]});
+        assert_eq!(judge(&CliCommand::Diagnose, &diag), Ok(false));
+        // Shown as they are, even if this CLI does not know their shape.
+        assert_eq!(
+            judge(&CliCommand::Status, &serde_json::json!({"new": 1})),
+            Ok(true)
+        );
+        assert!(judge(&CliCommand::Reload, &serde_json::json!({})).is_err());
+    }
 }

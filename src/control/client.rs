@@ -1,92 +1,159 @@
-//! The CLI's end of the control socket: one request, one answer, with errors that say
-//! what to do (daemon not running, socket root-only, daemon error).
+//! The CLI's end of the control socket: one request, one answer, synchronous, with a
+//! 10 s limit and errors that say what to do (daemon not running, socket root-only,
+//! daemon error).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::proto::{Request, RequestEnvelope, ResponseEnvelope, VERSION};
 
+/// How long the CLI waits for the daemon to answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest answer read; far above any real reply (a full table is a few MB), it only
+/// bounds memory if something else listens on the socket.
+const MAX_ANSWER: u64 = 256 * 1024 * 1024;
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// Nothing listens on the socket.
+    /// Nothing listens on the socket (the path holds the socket's name).
     #[error("tern is not running: no control socket at {0} (start it with `systemctl start tern`, or pass --socket)")]
     NotRunning(String),
-    /// The socket is root-only.
-    #[error("permission denied on {0}: the control socket is root-only; run with sudo")]
+    /// The socket is root-only (the path holds the socket's name).
+    #[cfg_attr(
+        unix,
+        error("permission denied on {0}: the control socket is root-only; run with sudo")
+    )]
+    #[cfg_attr(
+        not(unix),
+        error("permission denied on {0}: the control pipe is for administrators; run from an elevated prompt")
+    )]
     PermissionDenied(String),
-    /// The daemon answered with an error.
+    /// The daemon answered with an error (its text is written for people).
     #[error("{0}")]
     Daemon(String),
-    /// Something else went wrong on the socket.
-    #[error("control socket {0}: {1}")]
-    Protocol(String, String),
+    /// The exchange failed or the answer was not understood.
+    #[error("control socket: {0}")]
+    Protocol(String),
+    /// The daemon did not answer in time.
+    #[error("no answer from tern within {}s (the daemon may be overloaded or stuck; see its log)", TIMEOUT.as_secs())]
+    Timeout,
 }
 
-/// The socket to use: `$TERN_SOCKET`, else the platform default.
+/// The socket to use: `$TERN_SOCKET`, else the platform default
+/// (`/run/tern/tern.sock`, `\\.\pipe\tern` on Windows).
 pub fn default_socket() -> PathBuf {
     std::env::var_os("TERN_SOCKET")
+        .filter(|s| !s.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(tern_config::daemon::default_control_socket)
 }
 
-/// Sends `request` and returns the daemon's result.
+/// Sends `request` to the daemon at `socket` and returns its result, as sent.
 pub fn request(socket: &Path, request: Request) -> Result<serde_json::Value, ClientError> {
     let name = socket.display().to_string();
-    let open_err = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-            ClientError::NotRunning(name.clone())
-        }
-        std::io::ErrorKind::PermissionDenied => ClientError::PermissionDenied(name.clone()),
-        _ => ClientError::Protocol(name.clone(), e.to_string()),
-    };
-    #[cfg(unix)]
-    let stream = {
-        let s = std::os::unix::net::UnixStream::connect(socket).map_err(open_err)?;
-        let _ = s.set_read_timeout(Some(TIMEOUT));
-        let _ = s.set_write_timeout(Some(TIMEOUT));
-        s
-    };
-    #[cfg(windows)]
-    let stream = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(socket)
-        .map_err(open_err)?;
-    let proto = |e: String| ClientError::Protocol(name.clone(), e);
     let mut line = serde_json::to_vec(&RequestEnvelope {
         version: VERSION,
         request,
     })
-    .map_err(|e| proto(e.to_string()))?;
+    .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
     line.push(b'\n');
-    let mut w = &stream;
-    w.write_all(&line).map_err(|e| proto(e.to_string()))?;
-    let mut answer = String::new();
-    BufReader::new(&stream)
-        .read_line(&mut answer)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-                proto(format!("no answer within {}s", TIMEOUT.as_secs()))
-            }
-            _ => proto(e.to_string()),
-        })?;
-    if answer.is_empty() {
-        return Err(proto(
-            "the daemon closed the connection without answering".into(),
-        ));
-    }
-    let env: ResponseEnvelope =
-        serde_json::from_str(&answer).map_err(|e| proto(format!("unreadable answer: {e}")))?;
+    let answer = exchange(socket, &name, &line)?;
+    let env: ResponseEnvelope = serde_json::from_str(&answer).map_err(|e| {
+        ClientError::Protocol(format!("{name}: unreadable answer (is this tern?): {e}"))
+    })?;
     match (env.ok, env.result, env.error) {
         (true, Some(v), _) => Ok(v),
-        (_, _, Some(e)) if e.starts_with("permission denied") => {
+        (false, _, Some(e)) if e.starts_with("permission denied") => {
             Err(ClientError::PermissionDenied(name))
         }
-        (_, _, Some(e)) => Err(ClientError::Daemon(e)),
-        _ => Err(proto("an answer with neither result nor error".into())),
+        (false, _, Some(e)) => Err(ClientError::Daemon(e)),
+        _ => Err(ClientError::Protocol(format!(
+            "{name}: an answer with neither result nor error"
+        ))),
     }
+}
+
+/// What an error opening the socket means to the person at the keyboard.
+fn open_error(name: &str, e: std::io::Error) -> ClientError {
+    match e.kind() {
+        // No file (or no directory), or a file nobody listens on: not running.
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            ClientError::NotRunning(name.to_string())
+        }
+        std::io::ErrorKind::PermissionDenied => ClientError::PermissionDenied(name.to_string()),
+        _ => ClientError::Protocol(format!("{name}: {e}")),
+    }
+}
+
+/// Writes the request line and reads one answer line.
+fn talk<S>(mut stream: S, name: &str, line: &[u8]) -> Result<String, ClientError>
+where
+    S: Read + Write,
+{
+    // A failed write is not final: a daemon that refuses us may already have answered
+    // and closed, and its answer says why.
+    let wrote = stream.write_all(line).and_then(|()| stream.flush());
+    let mut answer = String::new();
+    let read = BufReader::new(stream.take(MAX_ANSWER)).read_line(&mut answer);
+    match read {
+        Ok(_) if answer.ends_with('\n') => Ok(answer),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Err(ClientError::Timeout)
+        }
+        Err(e) => Err(ClientError::Protocol(format!("{name}: {e}"))),
+        Ok(_) => Err(ClientError::Protocol(match wrote {
+            Err(e) => format!("{name}: cannot send the request: {e}"),
+            Ok(()) => format!("{name}: the daemon closed the connection without answering"),
+        })),
+    }
+}
+
+#[cfg(unix)]
+fn exchange(socket: &Path, name: &str, line: &[u8]) -> Result<String, ClientError> {
+    let stream =
+        std::os::unix::net::UnixStream::connect(socket).map_err(|e| open_error(name, e))?;
+    stream
+        .set_read_timeout(Some(TIMEOUT))
+        .and_then(|()| stream.set_write_timeout(Some(TIMEOUT)))
+        .map_err(|e| ClientError::Protocol(format!("{name}: {e}")))?;
+    talk(stream, name, line)
+}
+
+/// A pipe handle has no timeouts of its own, so the exchange runs on a helper thread
+/// and the CLI stops waiting after [`TIMEOUT`] (the process exits right after).
+#[cfg(windows)]
+fn exchange(socket: &Path, name: &str, line: &[u8]) -> Result<String, ClientError> {
+    /// All pipe instances are busy: the daemon is about to create the next one.
+    const ERROR_PIPE_BUSY: i32 = 231;
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let pipe = loop {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(socket)
+        {
+            Ok(p) => break p,
+            Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(ClientError::Timeout);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(open_error(name, e)),
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (owned_name, owned_line) = (name.to_string(), line.to_vec());
+    std::thread::spawn(move || {
+        let _ = tx.send(talk(pipe, &owned_name, &owned_line));
+    });
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    rx.recv_timeout(left).unwrap_or(Err(ClientError::Timeout))
 }

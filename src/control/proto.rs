@@ -135,6 +135,9 @@ pub struct PeerInfo {
     pub prefixes_advertised: u64,
     /// Why the session last went down.
     pub last_error: Option<String>,
+    /// Times the session left Established since the daemon started.
+    #[serde(default)]
+    pub flaps: u64,
 }
 
 /// `tern peers`.
@@ -212,6 +215,9 @@ pub struct FibReply {
     pub unexpected: Vec<FibRoute>,
     /// Changes the kernel refused, with its reason.
     pub failures: Vec<String>,
+    /// Seconds the last batch of kernel changes took.
+    #[serde(default)]
+    pub last_apply_seconds: f64,
 }
 
 /// One diagnostic finding (`fib::diag::Finding` as JSON).

@@ -1,25 +1,50 @@
-//! What people see: the replies of the control socket as text. `status` follows
-//! `calicoctl node status` (one table per family, Calico's peer type names), so people
-//! moving from Calico's BIRD find the same layout.
+//! What people see: the replies of the control socket as text. Pure functions (no
+//! I/O), so every layout is unit-tested. `status` follows `calicoctl node status` (one
+//! table per family, Calico's peer type names, BIRD's `up`/`start`), so people moving
+//! from Calico's BIRD find the same layout.
 
 use std::fmt::Write as _;
+use std::time::SystemTime;
 
-use comfy_table::Table;
+use comfy_table::{Cell, Table};
+
+use super::proto::{
+    DiagnoseReply, FibReply, FibRoute, HealthReply, PeerInfo, PeersReply, ReloadReply, RoutesReply,
+    StatusReply,
+};
+
+#[cfg(test)]
+mod tests;
 
 /// calicoctl's look: `+---+` borders, a rule under the header, no rules between rows.
 const CALICO_STYLE: &str = "||--+-++|    ++++++";
 
-use super::proto::{
-    DiagnoseReply, FibReply, FibRoute, HealthReply, PeerInfo, PeersReply, RoutesReply, StatusReply,
-};
-
-fn table(header: &[&str]) -> Table {
+/// A table with calicoctl's look. Headers are centred the way calicoctl's table
+/// writer centres them (an odd space goes to the right), which comfy-table does the
+/// other way round, so the padding is done here.
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> Table {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            // comfy-table breaks a cell at newlines: its widest line counts.
+            let widest = cell.lines().map(|l| l.chars().count()).max();
+            *w = (*w).max(widest.unwrap_or(0));
+        }
+    }
     let mut t = Table::new();
     t.load_preset(CALICO_STYLE);
-    t.set_header(header.iter().copied());
+    t.set_header(header.iter().zip(&widths).map(|(h, w)| {
+        let gap = w.saturating_sub(h.chars().count());
+        let (left, right) = (gap / 2, gap - gap / 2);
+        Cell::new(format!("{}{h}{}", " ".repeat(left), " ".repeat(right)))
+    }));
+    for row in rows {
+        t.add_row(row);
+    }
     t
 }
 
+/// `5m 3s`: two units are enough to tell a flap from a long-lived session.
 fn duration(secs: u64) -> String {
     match secs {
         s if s < 60 => format!("{s}s"),
@@ -29,17 +54,36 @@ fn duration(secs: u64) -> String {
     }
 }
 
-/// `since` as the time of day (UTC) when it is today, else the date.
+/// `since` (RFC 3339) as calicoctl shows it: the time of day (UTC) when it is
+/// `today` (`YYYY-MM-DD`, UTC), else the date. Unparsable text is shown as it is.
 fn since(rfc3339: &str, today: &str) -> String {
-    match rfc3339.split_once('T') {
+    let Ok(t) = humantime::parse_rfc3339_weak(rfc3339) else {
+        return rfc3339.to_string();
+    };
+    let utc = humantime::format_rfc3339_seconds(t).to_string();
+    match utc.split_once('T') {
         Some((date, time)) if date == today => time.trim_end_matches('Z').to_string(),
         Some((date, _)) => date.to_string(),
-        None => rfc3339.to_string(),
+        None => utc,
     }
 }
 
-/// `tern status`.
+/// A dash for an empty cell, so columns never look misaligned.
+fn or_dash(s: String) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s
+    }
+}
+
+/// `tern status`, with today's date taken from the clock.
 pub fn status(r: &StatusReply) -> String {
+    status_at(r, SystemTime::now())
+}
+
+/// `tern status` as seen at `now` (for the `SINCE` column).
+fn status_at(r: &StatusReply, now: SystemTime) -> String {
     let d = &r.daemon;
     let mut out = format!(
         "tern is running: node {}, router id {}, AS {}, up {} (pid {})\n",
@@ -52,8 +96,8 @@ pub fn status(r: &StatusReply) -> String {
     if let Some(e) = &d.config_error {
         let _ = writeln!(out, "configuration error: {e}");
     }
-    let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let today = today.split('T').next().unwrap_or_default().to_string();
+    let now = humantime::format_rfc3339_seconds(now).to_string();
+    let today = now.split('T').next().unwrap_or_default();
     for (family, v6) in [("IPv4", false), ("IPv6", true)] {
         let peers: Vec<&PeerInfo> = r
             .peers
@@ -65,33 +109,40 @@ pub fn status(r: &StatusReply) -> String {
             let _ = writeln!(out, "No {family} peers found.");
             continue;
         }
-        let mut t = table(&["PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO"]);
+        let mut rows = Vec::new();
         for p in peers {
             let up = p.state == "Established";
+            // BIRD's info column: the BGP state, and for a session that is down the
+            // reason it last failed.
             let info = match (&p.last_error, up) {
-                (Some(e), false) => format!("{} {e}", p.state),
+                (Some(e), false) if !e.is_empty() => format!("{} {e}", p.state),
                 _ => p.state.clone(),
             };
-            t.add_row(vec![
+            rows.push(vec![
                 p.address.clone(),
                 p.kind.clone(),
                 if up { "up" } else { "start" }.to_string(),
-                since(&p.since, &today),
+                since(&p.since, today),
                 info,
             ]);
         }
+        let t = table(
+            &["PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO"],
+            rows,
+        );
         let _ = writeln!(out, "{t}");
     }
     out
 }
 
-/// `tern peers`.
+/// `tern peers`: one block per peer.
 pub fn peers(r: &PeersReply) -> String {
     if r.peers.is_empty() {
         return "No peers configured.\n".into();
     }
-    let mut out = String::new();
+    let mut blocks = Vec::new();
     for p in &r.peers {
+        let mut out = String::new();
         let addr = if p.port == 179 {
             p.address.clone()
         } else {
@@ -102,33 +153,33 @@ pub fn peers(r: &PeersReply) -> String {
             "{addr} ({}), AS {} (local AS {})",
             p.kind, p.asn, p.local_asn
         );
+        let up = if p.state == "Established" {
+            format!(", up {}", duration(p.uptime_s))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "  state        {} since {}{}",
-            p.state,
-            p.since,
-            if p.uptime_s > 0 {
-                format!(" (up {})", duration(p.uptime_s))
-            } else {
-                String::new()
-            }
+            "  state         {} since {}{up}, {} flaps",
+            p.state, p.since, p.flaps
         );
-        if !p.families.is_empty() {
-            let _ = writeln!(out, "  families     {}", p.families.join(", "));
-        }
-        if !p.capabilities.is_empty() {
-            let _ = writeln!(out, "  capabilities {}", p.capabilities.join(", "));
-        }
+        let _ = writeln!(out, "  families      {}", or_dash(p.families.join(", ")));
         let _ = writeln!(
             out,
-            "  prefixes     {} received, {} accepted, {} advertised",
+            "  capabilities  {}",
+            or_dash(p.capabilities.join(", "))
+        );
+        let _ = writeln!(
+            out,
+            "  prefixes      {} received, {} accepted, {} advertised",
             p.prefixes_received, p.prefixes_accepted, p.prefixes_advertised
         );
         if let Some(e) = &p.last_error {
-            let _ = writeln!(out, "  last error   {e}");
+            let _ = writeln!(out, "  last error    {e}");
         }
+        blocks.push(out);
     }
-    out
+    blocks.join("\n")
 }
 
 /// `tern routes`.
@@ -136,14 +187,7 @@ pub fn routes(r: &RoutesReply) -> String {
     if r.routes.is_empty() {
         return "No routes.\n".into();
     }
-    let mut t = table(&[
-        "PREFIX",
-        "NEXT HOP(S)",
-        "AS PATH",
-        "COMMUNITIES",
-        "SOURCE",
-        "FLAGS",
-    ]);
+    let mut rows = Vec::new();
     for route in &r.routes {
         let b = &route.best;
         let mut flags = vec!["best"];
@@ -153,25 +197,17 @@ pub fn routes(r: &RoutesReply) -> String {
         if route.installed {
             flags.push("installed");
         }
-        let comms: Vec<String> = b
+        let comms: Vec<&str> = b
             .communities
             .iter()
             .chain(&b.large_communities)
-            .cloned()
+            .map(String::as_str)
             .collect();
-        t.add_row(vec![
+        rows.push(vec![
             route.prefix.clone(),
-            b.next_hops.join(" "),
-            if b.as_path.is_empty() {
-                "-".into()
-            } else {
-                b.as_path.clone()
-            },
-            if comms.is_empty() {
-                "-".into()
-            } else {
-                comms.join(" ")
-            },
+            or_dash(b.next_hops.join(" ")),
+            or_dash(b.as_path.clone()),
+            or_dash(comms.join(" ")),
             if b.source == "bgp" {
                 format!("bgp {}", b.peer)
             } else {
@@ -180,22 +216,30 @@ pub fn routes(r: &RoutesReply) -> String {
             flags.join(","),
         ]);
     }
-    format!("{t}\n")
+    let header = [
+        "PREFIX",
+        "NEXT HOP(S)",
+        "AS PATH",
+        "COMMUNITIES",
+        "SOURCE",
+        "FLAGS",
+    ];
+    format!("{}\n", table(&header, rows))
 }
 
-fn fib_rows(t: &mut Table, rows: &[FibRoute]) {
-    for r in rows {
-        t.add_row(vec![
-            r.prefix.clone(),
-            r.kind.clone(),
-            if r.next_hops.is_empty() {
-                "-".into()
-            } else {
-                r.next_hops.join(" ")
-            },
-            r.table.to_string(),
-        ]);
-    }
+fn fib_table(rows: &[FibRoute]) -> Table {
+    let rows = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.prefix.clone(),
+                r.kind.clone(),
+                or_dash(r.next_hops.join(" ")),
+                r.table.to_string(),
+            ]
+        })
+        .collect();
+    table(&["PREFIX", "KIND", "NEXT HOP(S)", "TABLE"], rows)
 }
 
 /// `tern fib`.
@@ -215,18 +259,19 @@ pub fn fib(r: &FibReply) -> String {
         );
         return out;
     }
-    for (title, rows) in [
-        ("Wanted but not in the kernel:", &r.missing),
-        (
-            "tern routes in the kernel that are not wanted:",
-            &r.unexpected,
-        ),
-    ] {
-        if !rows.is_empty() {
-            let mut t = table(&["PREFIX", "KIND", "NEXT HOP(S)", "TABLE"]);
-            fib_rows(&mut t, rows);
-            let _ = writeln!(out, "\n{title}\n{t}");
-        }
+    if !r.missing.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nWanted but not in the kernel:\n{}",
+            fib_table(&r.missing)
+        );
+    }
+    if !r.unexpected.is_empty() {
+        let _ = writeln!(
+            out,
+            "\ntern's routes in the kernel that it does not want:\n{}",
+            fib_table(&r.unexpected)
+        );
     }
     if !r.failures.is_empty() {
         let _ = writeln!(out, "\nRefused by the kernel:");
@@ -253,124 +298,17 @@ pub fn diagnose(r: &DiagnoseReply) -> String {
 
 /// `tern health`.
 pub fn health(r: &HealthReply) -> String {
+    let yes = |b: bool| if b { "yes" } else { "no" };
     format!(
         "live: {}\nready: {} ({})\n",
-        if r.live { "yes" } else { "no" },
-        if r.ready { "yes" } else { "no" },
+        yes(r.live),
+        yes(r.ready),
         r.reason
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::control::proto::{DaemonInfo, PathInfo, RouteInfo};
-
-    fn peer(addr: &str, kind: &str, state: &str) -> PeerInfo {
-        PeerInfo {
-            address: addr.into(),
-            port: 179,
-            asn: 64512,
-            local_asn: 64512,
-            kind: kind.into(),
-            state: state.into(),
-            since: "2026-01-02T03:04:05Z".into(),
-            last_error: (state != "Established").then(|| "connection refused".into()),
-            ..PeerInfo::default()
-        }
-    }
-
-    #[test]
-    fn status_has_one_calico_style_table_per_family() {
-        let r = StatusReply {
-            daemon: DaemonInfo {
-                node: "node-a".into(),
-                router_id: "198.51.100.10".into(),
-                asn: 64512,
-                uptime_s: 303,
-                pid: 42,
-                ..DaemonInfo::default()
-            },
-            peers: vec![
-                peer("198.51.100.11", "node-to-node mesh", "Established"),
-                peer("198.51.100.1", "global", "Active"),
-            ],
-        };
-        let s = status(&r);
-        let lines: Vec<&str> = s.lines().collect();
-        assert_eq!(
-            lines[0],
-            "tern is running: node node-a, router id 198.51.100.10, AS 64512, up 5m 3s (pid 42)"
-        );
-        assert_eq!(lines[2], "IPv4 BGP status");
-        assert!(
-            lines[4].contains("PEER ADDRESS")
-                && lines[4].contains("PEER TYPE")
-                && lines[4].contains("INFO"),
-            "{s}"
-        );
-        assert!(
-            s.contains("| 198.51.100.11 | node-to-node mesh | up    | 2026-01-02 | Established "),
-            "{s}"
-        );
-        assert!(s.contains("| 198.51.100.1  | global            | start | 2026-01-02 | Active connection refused |"), "{s}");
-        assert!(
-            s.ends_with("IPv6 BGP status\nNo IPv6 peers found.\n"),
-            "{s}"
-        );
-    }
-
-    #[test]
-    fn routes_fib_diagnose_and_health_render() {
-        let r = RoutesReply {
-            routes: vec![RouteInfo {
-                prefix: "198.18.4.64/26".into(),
-                best: PathInfo {
-                    next_hops: vec!["198.51.100.11".into()],
-                    peer: "198.51.100.11".into(),
-                    source: "bgp".into(),
-                    communities: vec!["64512:100".into()],
-                    ..PathInfo::default()
-                },
-                ecmp: false,
-                installed: true,
-            }],
-        };
-        let s = routes(&r);
-        assert!(s.contains("| 198.18.4.64/26 | 198.51.100.11 | -       | 64512:100   | bgp 198.51.100.11 | best,installed |"), "{s}");
-        assert_eq!(routes(&RoutesReply::default()), "No routes.\n");
-
-        let ok = FibReply {
-            installed: vec![FibRoute::default(); 3],
-            ..FibReply::default()
-        };
-        assert!(fib(&ok).ends_with("FIB matches what tern wants (3 routes).\n"));
-        let bad = FibReply {
-            missing: vec![FibRoute {
-                prefix: "198.18.4.0/26".into(),
-                kind: "unicast".into(),
-                next_hops: vec!["198.51.100.11".into()],
-                table: 254,
-            }],
-            failures: vec!["add 198.18.4.0/26: Network is unreachable".into()],
-            ..FibReply::default()
-        };
-        let s = fib(&bad);
-        assert!(
-            s.starts_with("0 installed, 1 missing, 0 unexpected, 1 refused by the kernel"),
-            "{s}"
-        );
-        assert!(
-            s.contains("Refused by the kernel:\n  add 198.18.4.0/26: Network is unreachable"),
-            "{s}"
-        );
-
-        assert_eq!(diagnose(&DiagnoseReply::default()), "No problems found.\n");
-        let h = health(&HealthReply {
-            live: true,
-            ready: false,
-            reason: "1 of 2 BGP peers established".into(),
-        });
-        assert_eq!(h, "live: yes\nready: no (1 of 2 BGP peers established)\n");
-    }
+/// `tern reload`.
+pub fn reload(r: &ReloadReply) -> String {
+    let verdict = if r.accepted { "reloaded" } else { "rejected" };
+    format!("{verdict}: {}\n", r.message)
 }

@@ -1,5 +1,5 @@
 //! The daemon's end of the control socket: a Unix socket (0600 in a 0700 directory,
-//! peers checked with SO_PEERCRED) or, on Windows, a named pipe. One task per
+//! clients checked with SO_PEERCRED) or, on Windows, a named pipe. One task per
 //! connection, so a slow client never holds up another or the daemon.
 
 use std::future::Future;
@@ -9,25 +9,36 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::proto::{Request, RequestEnvelope, ResponseEnvelope, VERSION};
 
-/// Longest request line accepted.
+#[cfg(test)]
+mod tests;
+
+/// Longest request line accepted (without its newline); requests are tiny, so anything
+/// longer is a confused or hostile client.
 const MAX_LINE: usize = 64 * 1024;
-/// A client that sends nothing for this long is dropped.
+/// A client that sends no complete line for this long is dropped, so idle or stuck
+/// clients cannot pile up tasks and descriptors.
 const IDLE: Duration = Duration::from_secs(30);
+/// How long a refused client may take to send its request before it is told why.
+#[cfg(unix)]
+const REFUSED_GRACE: Duration = Duration::from_secs(2);
 
 /// Answers requests.
 pub trait Handler: Send + Sync + 'static {
-    /// Answers one request with the reply as JSON or an error text.
+    /// Answers one request with the reply as JSON (one of `proto`'s `*Reply` types
+    /// serialized) or an error text.
     fn handle(
         &self,
         request: Request,
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, String>> + Send + '_>>;
 }
 
-/// A bound control socket.
+/// A bound control socket; [`Server::run`] serves it. On Unix the socket file is
+/// removed when the server is dropped.
 pub struct Server {
     path: PathBuf,
     #[cfg(unix)]
@@ -37,38 +48,74 @@ pub struct Server {
 }
 
 impl Server {
-    /// Creates the socket at `path`. Unix: the directory is created 0700 when missing,
-    /// a stale socket file is replaced only if no daemon answers on it, and the socket
-    /// is made 0600.
+    /// Creates the socket at `path`. The parent directory is created with mode 0700
+    /// when missing; an existing one keeps its mode (a warning is logged if group or
+    /// others have access). An old socket file is replaced only if no daemon answers
+    /// on it; if one does, the error is "another tern is running on PATH". The socket
+    /// is made 0600. Must be called inside a tokio runtime.
     #[cfg(unix)]
     pub fn bind(path: &Path) -> io::Result<Server> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.exists() {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)?;
-            } else if let Ok(m) = std::fs::metadata(dir) {
-                if m.permissions().mode() & 0o077 != 0 {
-                    tracing::warn!(
-                        "the control socket's directory {} is open to other users (mode {:o}); the socket itself is 0600",
-                        dir.display(),
-                        m.permissions().mode() & 0o777
-                    );
+            match std::fs::metadata(dir) {
+                Ok(m) => {
+                    let mode = m.permissions().mode() & 0o777;
+                    if mode & 0o077 != 0 {
+                        // Not changed: the directory may be shared on purpose (e.g.
+                        // /run); the socket's own 0600 and the credential check still
+                        // keep other users out.
+                        tracing::warn!(
+                            "the control socket's directory {} is open to other users (mode {mode:o}); the socket itself is 0600",
+                            dir.display()
+                        );
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(dir)?;
+                    // The umask could have taken owner bits away; say exactly 0700.
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_socket() => {
+                match std::os::unix::net::UnixStream::connect(path) {
+                    Ok(_) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            format!("another tern is running on {}", path.display()),
+                        ))
+                    }
+                    // Nobody listens: the file is left over from a daemon that died.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        std::fs::remove_file(path)?;
+                    }
+                    Err(e) => {
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("cannot check the old socket {}: {e}", path.display()),
+                        ))
+                    }
                 }
             }
-        }
-        if path.exists() {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            // Never delete something that is not a socket: a wrong path in the config
+            // must not cost someone a file.
+            Ok(_) => {
                 return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("another tern is running on {}", path.display()),
-                ));
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a socket", path.display()),
+                ))
             }
-            std::fs::remove_file(path)?;
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
         let listener = tokio::net::UnixListener::bind(path)?;
+        // Between bind and chmod the socket has the umask's mode; the 0700 directory
+        // (when we made it) and the credential check in `run` cover that moment.
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         Ok(Server {
             path: path.to_path_buf(),
@@ -76,20 +123,32 @@ impl Server {
         })
     }
 
-    /// Creates the named pipe `path` (e.g. `\\.\pipe\tern`). It has Windows' default
-    /// security for now (not yet an ACL limited to Administrators and SYSTEM).
+    /// Creates the named pipe `path` (e.g. `\\.\pipe\tern`), refusing to start if
+    /// another process already owns that name. Must be called inside a tokio runtime.
+    ///
+    /// Not yet: ACL. The pipe has Windows' default security descriptor, not one limited
+    /// to Administrators and SYSTEM (that needs windows-sys in this package).
     #[cfg(windows)]
     pub fn bind(path: &Path) -> io::Result<Server> {
+        // not yet: ACL (default security descriptor, see above).
         let first = tokio::net::windows::named_pipe::ServerOptions::new()
             .first_pipe_instance(true)
-            .create(path)?;
+            .create(path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::PermissionDenied => io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("another tern is running on {} ({e})", path.display()),
+                ),
+                _ => e,
+            })?;
         Ok(Server {
             path: path.to_path_buf(),
             first,
         })
     }
 
-    /// Serves until the task is dropped.
+    /// Serves until the task is dropped. Only root and the daemon's own user are
+    /// answered; anyone else is told "permission denied" and disconnected.
     #[cfg(unix)]
     pub async fn run<H: Handler>(self, handler: Arc<H>) {
         // SAFETY: geteuid has no preconditions and cannot fail.
@@ -98,32 +157,27 @@ impl Server {
             let (stream, _) = match self.listener.accept().await {
                 Ok(s) => s,
                 Err(e) => {
+                    // Typically out of descriptors: back off instead of spinning.
                     tracing::warn!("control socket {}: accept failed: {e}", self.path.display());
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             };
+            // tokio's peer_cred is getsockopt(SO_PEERCRED) into a `ucred` on Linux.
             let allowed = match stream.peer_cred() {
                 Ok(c) if c.uid() == 0 || c.uid() == me => Ok(()),
-                Ok(c) => Err(format!("uid {} pid {}", c.uid(), c.pid().unwrap_or(0))),
+                Ok(c) => Err(format!(
+                    "uid {} pid {}",
+                    c.uid(),
+                    c.pid().map_or("unknown".into(), |p| p.to_string())
+                )),
                 Err(e) => Err(format!("unknown peer ({e})")),
             };
             let h = Arc::clone(&handler);
             tokio::spawn(async move {
                 match allowed {
                     Ok(()) => serve(stream, h).await,
-                    Err(who) => {
-                        tracing::warn!("control socket: refused a client that is not root: {who}");
-                        let mut s = stream;
-                        let _ = reply(
-                            &mut s,
-                            Err(
-                                "permission denied: only root may use the tern control socket"
-                                    .into(),
-                            ),
-                        )
-                        .await;
-                    }
+                    Err(who) => refuse(stream, &who).await,
                 }
             });
         }
@@ -139,6 +193,8 @@ impl Server {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
+            // The next instance exists before this one is handed off, so a client never
+            // finds the name missing while the daemon runs.
             let next =
                 match tokio::net::windows::named_pipe::ServerOptions::new().create(&self.path) {
                     Ok(n) => n,
@@ -163,23 +219,61 @@ impl Drop for Server {
     }
 }
 
+/// Tells a client that is not allowed why, then closes.
+#[cfg(unix)]
+async fn refuse(stream: tokio::net::UnixStream, who: &str) {
+    tracing::warn!("control socket: refused a client that is neither root nor tern's user: {who}");
+    let (r, mut w) = tokio::io::split(stream);
+    // Let the client's request arrive first (unread): closing a socket with unread
+    // data can make the client's write fail before it reads the refusal.
+    let mut reader = BufReader::new(r);
+    let _ = tokio::time::timeout(REFUSED_GRACE, read_line(&mut reader)).await;
+    let _ = reply(
+        &mut w,
+        Err("permission denied: only root may use the tern control socket".into()),
+    )
+    .await;
+}
+
+/// One line read from a client.
+enum Line {
+    /// A complete request line (newline stripped).
+    Request(Vec<u8>),
+    /// More than [`MAX_LINE`] bytes without a newline.
+    TooLong,
+    /// The client closed (or the read failed).
+    End,
+}
+
+async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> Line {
+    let mut line = Vec::new();
+    // The limit is applied while reading, so a client cannot make us buffer more.
+    let mut limited = reader.take(MAX_LINE as u64 + 1);
+    match limited.read_until(b'\n', &mut line).await {
+        Ok(0) | Err(_) => Line::End,
+        Ok(_) if line.last() == Some(&b'\n') => {
+            line.pop();
+            Line::Request(line)
+        }
+        Ok(_) if line.len() > MAX_LINE => Line::TooLong,
+        // The client closed after a last line without newline: still a request.
+        Ok(_) => Line::Request(line),
+    }
+}
+
 async fn reply<W: AsyncWrite + Unpin>(
     w: &mut W,
     answer: Result<serde_json::Value, String>,
 ) -> io::Result<()> {
-    let env = match answer {
-        Ok(v) => ResponseEnvelope {
-            version: VERSION,
-            ok: true,
-            result: Some(v),
-            error: None,
-        },
-        Err(e) => ResponseEnvelope {
-            version: VERSION,
-            ok: false,
-            result: None,
-            error: Some(e),
-        },
+    let (result, error) = match answer {
+        Ok(v) => (Some(v), None),
+        Err(e) => (None, Some(e)),
+    };
+    let env = ResponseEnvelope {
+        version: VERSION,
+        ok: result.is_some(),
+        result,
+        error,
     };
     let mut line = serde_json::to_vec(&env).map_err(io::Error::other)?;
     line.push(b'\n');
@@ -187,7 +281,28 @@ async fn reply<W: AsyncWrite + Unpin>(
     w.flush().await
 }
 
-/// One connection: request lines in, response lines out.
+/// Parses a request line and asks the handler.
+async fn answer<H: Handler>(handler: &H, line: &[u8]) -> Result<serde_json::Value, String> {
+    let value: serde_json::Value = serde_json::from_slice(line)
+        .map_err(|e| format!("not a valid request (JSON expected): {e}"))?;
+    // The version is checked on its own first, so a client of another version is told
+    // that (not some field error) even if its requests look different.
+    match value.get("version").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(VERSION) => {}
+        Some(v) => {
+            return Err(format!(
+                "protocol version {v} is not supported by this daemon (it speaks \
+                 {VERSION}); use the tern binary of the same version"
+            ))
+        }
+        None => return Err("not a valid request: no \"version\" number".into()),
+    }
+    let env =
+        RequestEnvelope::deserialize(&value).map_err(|e| format!("not a valid request: {e}"))?;
+    handler.handle(env.request).await
+}
+
+/// One connection: request lines in, one response line out for each.
 async fn serve<S, H>(stream: S, handler: Arc<H>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -196,31 +311,18 @@ where
     let (r, mut w) = tokio::io::split(stream);
     let mut reader = BufReader::new(r);
     loop {
-        let mut line = Vec::new();
-        let read = tokio::time::timeout(IDLE, async {
-            let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
-            limited.read_until(b'\n', &mut line).await
-        })
-        .await;
-        let n = match read {
-            Ok(Ok(n)) => n,
-            _ => return,
+        let line = match tokio::time::timeout(IDLE, read_line(&mut reader)).await {
+            Ok(Line::Request(l)) => l,
+            Ok(Line::TooLong) => {
+                let _ = reply(&mut w, Err(format!("request longer than {MAX_LINE} bytes"))).await;
+                return;
+            }
+            Ok(Line::End) | Err(_) => return,
         };
-        if n == 0 {
-            return;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
         }
-        if line.len() > MAX_LINE {
-            let _ = reply(&mut w, Err(format!("request longer than {MAX_LINE} bytes"))).await;
-            return;
-        }
-        let answer = match serde_json::from_slice::<RequestEnvelope>(&line) {
-            Ok(env) if env.version == VERSION => handler.handle(env.request).await,
-            Ok(env) => Err(format!(
-                "protocol version {} is not supported by this daemon (it speaks {VERSION}); use the tern binary of the same version",
-                env.version
-            )),
-            Err(e) => Err(format!("not a valid request: {e}")),
-        };
+        let answer = answer(handler.as_ref(), &line).await;
         if reply(&mut w, answer).await.is_err() {
             return;
         }

@@ -20,9 +20,10 @@ use crate::control::proto::{FibRoute, PathInfo, RouteInfo};
 /// suggestion and what GoBGP and FRR use, so a dead peer is noticed sooner).
 pub const DEFAULT_HOLD: u16 = 90;
 
-/// The speaker's settings for an intent. Passwords are read from their sources here;
-/// a password that cannot be read is an error naming the peer and the source.
-pub fn speaker_config(i: &Intent, secrets_dir: &Path) -> Result<SpeakerConfig, String> {
+/// The speaker's settings for an intent. Passwords are read from their sources here; a
+/// peer whose password cannot be read is left out (its error, naming the peer and the
+/// source, is returned) so one bad secret does not stop every other session.
+pub fn speaker_config(i: &Intent, secrets_dir: &Path) -> (SpeakerConfig, Vec<String>) {
     let listen_ip: IpAddr = match i.listen.addresses.first() {
         Some(a) => *a,
         // Dual-stack when the node has IPv6, so one listener takes both families.
@@ -30,17 +31,22 @@ pub fn speaker_config(i: &Intent, secrets_dir: &Path) -> Result<SpeakerConfig, S
         None => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
     };
     let mut peers = Vec::new();
+    let mut errors = Vec::new();
     for p in i.peers.values() {
-        peers.push(peer_config(i, p, secrets_dir)?);
+        match peer_config(i, p, secrets_dir) {
+            Ok(c) => peers.push(c),
+            Err(e) => errors.push(e),
+        }
     }
-    Ok(SpeakerConfig {
+    let cfg = SpeakerConfig {
         router_id: i.router_id,
         local_as: i.asn,
         listen: Some(SocketAddr::new(listen_ip, i.listen.port)),
         cluster_id: i.rr_cluster_id,
         max_paths: 8,
         peers,
-    })
+    };
+    (cfg, errors)
 }
 
 fn secs(d: Option<Duration>) -> Option<u16> {

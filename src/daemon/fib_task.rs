@@ -64,6 +64,8 @@ struct Task<B: Backend> {
     kernel: BTreeMap<IpNet, Route>,
     failures: BTreeMap<IpNet, RouteFailure>,
     grace: bool,
+    /// Duration of the last kernel batch.
+    last_apply: std::time::Duration,
 }
 
 /// Runs the FIB task until `rx` closes. Starts by reading tern's routes from the
@@ -90,6 +92,7 @@ pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>) {
         kernel,
         failures: BTreeMap::new(),
         grace: true,
+        last_apply: std::time::Duration::ZERO,
     };
     while let Some(msg) = rx.recv().await {
         match msg {
@@ -159,7 +162,9 @@ impl<B: Backend> Task<B> {
         if changes.is_empty() {
             return;
         }
+        let t0 = std::time::Instant::now();
         let report = self.backend.apply(changes.clone()).await;
+        self.last_apply = t0.elapsed();
         let failed: BTreeMap<IpNet, RouteFailure> =
             report.failed.into_iter().map(|f| (f.prefix, f)).collect();
         for c in changes {
@@ -204,6 +209,7 @@ impl<B: Backend> Task<B> {
             }
         }
         out.failures = self.failures.values().map(|f| f.to_string()).collect();
+        out.last_apply_seconds = self.last_apply.as_secs_f64();
         out
     }
 

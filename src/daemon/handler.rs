@@ -122,7 +122,7 @@ impl DaemonHandler {
         Ok(infos)
     }
 
-    async fn answer(&self, request: Request) -> Result<Value, String> {
+    pub(super) async fn answer(&self, request: Request) -> Result<Value, String> {
         match request {
             Request::Status => {
                 let peers = self.peers(None).await?;

@@ -28,6 +28,8 @@ pub struct PeerState {
     pub families: Vec<String>,
     /// Negotiated capabilities.
     pub capabilities: Vec<String>,
+    /// Times it left Established.
+    pub flaps: u64,
 }
 
 /// The daemon's snapshot.
@@ -90,6 +92,7 @@ impl State {
                     last_error: None,
                     families: Vec::new(),
                     capabilities: Vec::new(),
+                    flaps: 0,
                 },
             };
             next.insert(*a, s);
@@ -124,6 +127,9 @@ impl State {
     /// A session went down.
     pub fn peer_down(&mut self, addr: IpAddr, reason: &str) {
         if let Some(p) = self.peers.get_mut(&addr) {
+            if p.up {
+                p.flaps += 1;
+            }
             p.up = false;
             if p.state == "Established" {
                 p.state = "Idle".into();
@@ -195,8 +201,90 @@ impl State {
                     prefixes_accepted: 0,
                     prefixes_advertised: 0,
                     last_error: p.last_error.clone(),
+                    flaps: p.flaps,
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tern_config::datastore::Document;
+
+    fn state_with_mesh() -> State {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/examples/mesh/cluster.yaml"
+        ))
+        .unwrap();
+        let mut t = tern_config::tracker::Tracker::new("node-a");
+        t.apply(
+            &[Document {
+                origin: "cluster.yaml".into(),
+                text,
+            }],
+            1,
+        )
+        .unwrap();
+        let mut s = State::new("file cluster.yaml".into());
+        s.intent = t.current().cloned();
+        if let Some(i) = t.current() {
+            s.set_peers(i);
+        }
+        s
+    }
+
+    #[test]
+    fn readiness_follows_calico_nodes_rules() {
+        let mut s = State::new("file x".into());
+        assert!(!s.ready().0, "no intent yet");
+        let mut s2 = state_with_mesh();
+        assert_eq!(s2.peers.len(), 4);
+        let (ready, why) = s2.ready();
+        assert!(!ready);
+        assert_eq!(
+            why,
+            "0 of 4 BGP peers established (all are needed in the first 30 s)"
+        );
+        let addrs: Vec<IpAddr> = s2.peers.keys().copied().collect();
+        for a in &addrs {
+            s2.peers.get_mut(a).unwrap().up = true;
+        }
+        assert_eq!(s2.ready(), (false, "graceful restart in progress".into()));
+        s2.in_grace = false;
+        assert!(s2.ready().0);
+        // After 30 s one peer is enough, none is not.
+        s2.started_at = Instant::now().checked_sub(Duration::from_secs(31)).unwrap();
+        for a in &addrs[1..] {
+            s2.peer_down(*a, "hold timer expired");
+        }
+        assert!(s2.ready().0);
+        s2.peer_down(addrs[0], "hold timer expired");
+        assert_eq!(
+            s2.ready(),
+            (false, "no BGP peer established (0 of 4)".into())
+        );
+        // No peers at all is ready.
+        s.intent = s2.intent.clone();
+        assert!(s.ready().0);
+    }
+
+    #[test]
+    fn peer_rows_carry_state_and_last_error() {
+        let mut s = state_with_mesh();
+        let a: IpAddr = "198.51.100.11".parse().unwrap();
+        s.peer_down(a, "connection refused");
+        let row = s
+            .peer_infos()
+            .into_iter()
+            .find(|p| p.address == "198.51.100.11")
+            .unwrap();
+        assert_eq!(row.kind, "node-to-node mesh");
+        assert_eq!(row.state, "Idle");
+        assert_eq!(row.last_error.as_deref(), Some("connection refused"));
+        assert_eq!(row.uptime_s, 0);
     }
 }

@@ -1,0 +1,232 @@
+//! Prometheus metrics on the configured address (`metrics:` in tern.yaml, localhost by
+//! default): peer state, uptime, prefixes, flaps; FIB routes installed, missing,
+//! unexpected and refused, and the last kernel batch's duration; diagnostic findings by
+//! kind; the configuration revision and whether the newest one was rejected.
+//!
+//! Values are read at scrape time from the same answers the control socket gives, so
+//! the numbers always agree with `tern status` / `fib` / `diagnose`. prometheus-client
+//! encodes; the HTTP side is a few lines by hand (GET /metrics, HTTP/1.0 close), since
+//! an HTTP server crate would be the daemon's largest dependency for one endpoint.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::handler::DaemonHandler;
+use crate::control::proto::{DiagnoseReply, FibReply, PeersReply, Request, StatusReply};
+
+type Labels = Vec<(String, String)>;
+
+/// Serves `/metrics` on `addr` until the task is dropped.
+pub async fn serve(listener: TcpListener, handler: Arc<DaemonHandler>) {
+    loop {
+        let Ok((mut stream, from)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let h = Arc::clone(&handler);
+        tokio::spawn(async move {
+            let mut head = vec![0u8; 2048];
+            let n = match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut head)).await
+            {
+                Ok(Ok(n)) => n,
+                _ => return,
+            };
+            let request = String::from_utf8_lossy(head.get(..n).unwrap_or_default());
+            let response = if request.starts_with("GET /metrics") {
+                let body = render(&h).await;
+                format!(
+                    "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                tracing::debug!(%from, "metrics: not GET /metrics");
+                "HTTP/1.0 404 Not Found\r\nContent-Length: 21\r\n\r\ntry GET /metrics ...\n"
+                    .to_string()
+            };
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}
+
+/// Binds the metrics listener.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))
+}
+
+fn gauge(reg: &mut Registry, name: &str, help: &str, values: Vec<(Labels, i64)>) {
+    let f = Family::<Labels, Gauge>::default();
+    for (l, v) in values {
+        f.get_or_create(&l).set(v);
+    }
+    reg.register(name, help, f);
+}
+
+fn single(reg: &mut Registry, name: &str, help: &str, v: i64) {
+    let g = Gauge::<i64>::default();
+    g.set(v);
+    reg.register(name, help, g);
+}
+
+fn label(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+async fn ask<T: serde::de::DeserializeOwned>(h: &DaemonHandler, r: Request) -> Option<T> {
+    let v = h.answer(r).await.ok()?;
+    serde_json::from_value(v).ok()
+}
+
+/// The metrics text.
+pub async fn render(h: &DaemonHandler) -> String {
+    let mut reg = Registry::with_prefix("tern");
+    if let Some(s) = ask::<StatusReply>(h, Request::Status).await {
+        let d = &s.daemon;
+        single(
+            &mut reg,
+            "config_revision",
+            "Datastore revision of the configuration in force",
+            d.intent_revision.unwrap_or(0),
+        );
+        single(
+            &mut reg,
+            "config_error",
+            "1 when the newest configuration was rejected or needs a restart",
+            i64::from(d.config_error.is_some()),
+        );
+        single(
+            &mut reg,
+            "uptime_seconds",
+            "Seconds since the daemon started",
+            i64::try_from(d.uptime_s).unwrap_or(i64::MAX),
+        );
+    }
+    if let Some(p) = ask::<PeersReply>(h, Request::Peers { address: None }).await {
+        let peer = |a: &str, t: &str| label(&[("peer", a), ("type", t)]);
+        gauge(
+            &mut reg,
+            "peer_up",
+            "1 when the BGP session is Established",
+            p.peers
+                .iter()
+                .map(|x| {
+                    (
+                        peer(&x.address, &x.kind),
+                        i64::from(x.state == "Established"),
+                    )
+                })
+                .collect(),
+        );
+        gauge(
+            &mut reg,
+            "peer_uptime_seconds",
+            "Seconds the session has been Established",
+            p.peers
+                .iter()
+                .map(|x| {
+                    (
+                        peer(&x.address, &x.kind),
+                        i64::try_from(x.uptime_s).unwrap_or(i64::MAX),
+                    )
+                })
+                .collect(),
+        );
+        gauge(
+            &mut reg,
+            "peer_prefixes_received",
+            "Prefixes for which the peer provides a Loc-RIB path",
+            p.peers
+                .iter()
+                .map(|x| {
+                    (
+                        peer(&x.address, &x.kind),
+                        i64::try_from(x.prefixes_received).unwrap_or(i64::MAX),
+                    )
+                })
+                .collect(),
+        );
+        gauge(
+            &mut reg,
+            "peer_prefixes_accepted",
+            "Prefixes from the peer accepted by import",
+            p.peers
+                .iter()
+                .map(|x| {
+                    (
+                        peer(&x.address, &x.kind),
+                        i64::try_from(x.prefixes_accepted).unwrap_or(i64::MAX),
+                    )
+                })
+                .collect(),
+        );
+        let flaps = Family::<Labels, Counter>::default();
+        for x in &p.peers {
+            flaps
+                .get_or_create(&peer(&x.address, &x.kind))
+                .inc_by(x.flaps);
+        }
+        reg.register("peer_flaps", "Times the session left Established", flaps);
+    }
+    if let Some(f) = ask::<FibReply>(h, Request::Fib).await {
+        let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        gauge(
+            &mut reg,
+            "fib_routes",
+            "tern's kernel routes by state",
+            vec![
+                (label(&[("state", "installed")]), n(f.installed.len())),
+                (label(&[("state", "missing")]), n(f.missing.len())),
+                (label(&[("state", "unexpected")]), n(f.unexpected.len())),
+            ],
+        );
+        single(
+            &mut reg,
+            "fib_refused",
+            "Routes the kernel refused",
+            n(f.failures.len()),
+        );
+        let secs = Gauge::<f64, AtomicU64>::default();
+        secs.set(f.last_apply_seconds);
+        reg.register(
+            "fib_last_apply_seconds",
+            "Duration of the last batch of kernel route changes",
+            secs,
+        );
+    }
+    if let Some(d) = ask::<DiagnoseReply>(h, Request::Diagnose).await {
+        let mut counts: std::collections::BTreeMap<(String, String), i64> = Default::default();
+        for f in &d.findings {
+            *counts
+                .entry((f.kind.clone(), f.severity.clone()))
+                .or_default() += 1;
+        }
+        gauge(
+            &mut reg,
+            "diagnostic_findings",
+            "Current diagnostic findings by kind and severity",
+            counts
+                .into_iter()
+                .map(|((k, s), v)| (label(&[("kind", &k), ("severity", &s)]), v))
+                .collect(),
+        );
+    }
+    let mut out = String::new();
+    if encode(&mut out, &reg).is_err() {
+        return "# tern: cannot encode metrics\n".into();
+    }
+    out
+}
