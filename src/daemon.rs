@@ -43,6 +43,12 @@ const SETTLE: Duration = Duration::from_secs(5);
 
 /// Runs the daemon in the foreground until SIGTERM / Ctrl-C.
 pub fn run(config: &Path) -> ExitCode {
+    run_until(config, None)
+}
+
+/// Runs the daemon until a signal or until `stop` is notified (the Windows service
+/// control handler's Stop).
+pub fn run_until(config: &Path, stop: Option<Arc<Notify>>) -> ExitCode {
     let (cfg, warnings) = match DaemonConfig::load(config) {
         Ok(v) => v,
         Err(e) => {
@@ -65,7 +71,7 @@ pub fn run(config: &Path) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(daemon(cfg)) {
+    match rt.block_on(daemon(cfg, stop.unwrap_or_default())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -165,7 +171,7 @@ fn start_fib(cfg: &DaemonConfig) -> Result<mpsc::Sender<FibMsg>, String> {
     Ok(tx)
 }
 
-async fn daemon(cfg: DaemonConfig) -> Result<(), String> {
+async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     let server = Server::bind(&cfg.control_socket).map_err(|e| {
         format!(
             "cannot create the control socket {}: {e}",
@@ -247,12 +253,15 @@ async fn daemon(cfg: DaemonConfig) -> Result<(), String> {
                 _ = term.recv() => "SIGTERM",
                 _ = tokio::signal::ctrl_c() => "SIGINT",
                 _ = hup.recv() => "SIGHUP",
+                _ = stop.notified() => "stop request",
             }
         };
         #[cfg(not(unix))]
         let signals = async {
-            let _ = tokio::signal::ctrl_c().await;
-            "Ctrl-C"
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => "Ctrl-C",
+                _ = stop.notified() => "service stop",
+            }
         };
         tokio::select! {
             ev = events.recv() => match ev {

@@ -6,3 +6,4 @@ pub mod check_config;
 pub mod control;
 pub mod daemon;
 pub mod decode;
+pub mod service;

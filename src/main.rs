@@ -73,11 +73,35 @@ enum Command {
     },
     /// Re-read the datastore now and apply what changed.
     Reload(Inspect),
+    /// Windows service: `install --config PATH`, `uninstall`, `run` (used by the SCM).
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
     /// Validate tern.yaml and the cluster's resources without running, and show this
     /// node's peers and originated prefixes. Exit code 1 when anything is invalid.
     CheckConfig {
         /// The daemon's file.
         #[arg(long, short, default_value = "/etc/tern/tern.yaml")]
+        config: std::path::PathBuf,
+    },
+}
+
+/// `tern service ...`.
+#[derive(Subcommand)]
+enum ServiceAction {
+    /// Register tern as an automatic Windows service running as LocalSystem.
+    Install {
+        /// The daemon's file.
+        #[arg(long, short, default_value = r"C:\ProgramData\tern\tern.yaml")]
+        config: std::path::PathBuf,
+    },
+    /// Stop and remove the service.
+    Uninstall,
+    /// The service's entry point (started by the Service Control Manager).
+    Run {
+        /// The daemon's file.
+        #[arg(long, short, default_value = r"C:\ProgramData\tern\tern.yaml")]
         config: std::path::PathBuf,
     },
 }
@@ -173,6 +197,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Decode(a) => run_decode(a),
         Command::Run { config } => tern::daemon::run(&config),
+        Command::Service { action } => match action {
+            ServiceAction::Install { config } => tern::service::install(&config),
+            ServiceAction::Uninstall => tern::service::uninstall(),
+            ServiceAction::Run { config } => tern::service::run(&config),
+        },
         Command::Status(i) => i.go(CliCommand::Status),
         Command::Peers { address, inspect } => inspect.go(CliCommand::Peers { address }),
         Command::Routes {
