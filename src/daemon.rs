@@ -16,12 +16,16 @@ mod fib_task;
 mod handler;
 mod metrics;
 mod state;
+#[cfg(target_os = "linux")]
+mod workloads;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ipnet::IpNet;
 use tern_bgp::speaker::{self, SpeakerCommand, SpeakerEvent};
 use tern_config::cluster::DEFAULT_SECRETS_DIR;
 use tern_config::datastore::{etcd::EtcdStore, file::FileStore, StoreEvent};
@@ -236,6 +240,15 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     tokio::spawn(server.run(handler));
     notify_ready();
 
+    // Workload routes (Linux): borrowed addresses seen in the kernel.
+    let (wtx, mut workload_rx) = mpsc::channel::<BTreeMap<IpNet, String>>(8);
+    #[cfg(target_os = "linux")]
+    tokio::spawn(workloads::run(cfg.fib.table, wtx));
+    #[cfg(not(target_os = "linux"))]
+    drop(wtx);
+    let mut workloads: BTreeMap<IpNet, String> = BTreeMap::new();
+    let mut kernel_originated: BTreeSet<IpNet> = BTreeSet::new();
+
     let started = Instant::now();
     let mut all_up_since: Option<Instant> = None;
     let mut grace = true;
@@ -273,11 +286,18 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
                     if let Some(diff) = on_store_event(ev, &mut tracker, &state) {
                         if let Some(i) = tracker.current().cloned() {
                             apply_diff(&diff, &i, &speaker, &fib, &state, cfg.fib.table).await;
+                            sync_workloads(&i, &workloads, &mut kernel_originated, &speaker, &state).await;
                         }
                     }
                 }
                 None => return Err("the datastore task stopped".into()),
             },
+            Some(w) = workload_rx.recv() => {
+                workloads = w;
+                if let Some(i) = tracker.current() {
+                    sync_workloads(i, &workloads, &mut kernel_originated, &speaker, &state).await;
+                }
+            }
             sig = signals => {
                 if sig == "SIGHUP" {
                     tracing::info!("SIGHUP: re-reading the datastore");
@@ -315,6 +335,54 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
                 }
             }
         }
+    }
+}
+
+/// Originates the workload addresses that are borrowed (inside a pool that exports,
+/// outside this node's own blocks, not already originated from IPAM data, not on an
+/// ignored interface) and withdraws those that no longer are.
+async fn sync_workloads(
+    intent: &Intent,
+    workloads: &BTreeMap<IpNet, String>,
+    originated: &mut BTreeSet<IpNet>,
+    speaker: &mpsc::Sender<SpeakerCommand>,
+    state: &Arc<Mutex<State>>,
+) {
+    let wanted: BTreeSet<IpNet> = workloads
+        .iter()
+        .filter(|(p, ifname)| {
+            intent.pool_of(p).is_some_and(|pool| pool.export)
+                && !intent.own_blocks.iter().any(|b| b.contains(*p))
+                && !intent.originated.contains_key(*p)
+                && !intent
+                    .ignored_interfaces
+                    .iter()
+                    .any(|pat| tern_config::policy::interface_matches(pat, ifname))
+        })
+        .map(|(p, _)| *p)
+        .collect();
+    for p in wanted.difference(originated) {
+        tracing::info!(prefix = %p, interface = %workloads.get(p).map(String::as_str).unwrap_or("?"), "advertising a borrowed workload address seen in the kernel");
+        let _ = speaker
+            .send(SpeakerCommand::Originate {
+                prefix: *p,
+                attrs: tern_bgp::wire::PathAttributes {
+                    origin: Some(tern_bgp::wire::Origin::Igp),
+                    ..Default::default()
+                },
+            })
+            .await;
+    }
+    for p in originated.difference(&wanted) {
+        // An address the intent now originates itself stays originated (by the intent).
+        if !intent.originated.contains_key(p) {
+            tracing::info!(prefix = %p, "withdrawing a workload address no longer in the kernel");
+            let _ = speaker.send(SpeakerCommand::Withdraw(*p)).await;
+        }
+    }
+    *originated = wanted.clone();
+    if let Ok(mut s) = state.lock() {
+        s.kernel_originated = wanted;
     }
 }
 

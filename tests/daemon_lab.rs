@@ -269,6 +269,39 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
         "a pod -> borrowed address on b"
     );
 
+    // A workload route on node-b: a borrowed address (in node-a's block) routed to a
+    // cali* interface is advertised; one inside node-b's own block is not (the block
+    // covers it); removing the route withdraws it.
+    for args in [
+        &[
+            "link", "add", "cali1234", "type", "veth", "peer", "name", "pod0",
+        ][..],
+        &["link", "set", "cali1234", "up"],
+        &["link", "set", "pod0", "up"],
+        &["route", "add", "198.18.4.7/32", "dev", "cali1234"],
+        &["route", "add", "198.18.4.70/32", "dev", "cali1234"],
+    ] {
+        b.ns.ip(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    }
+    wait_for("the workload /32 on a", Duration::from_secs(20), || {
+        a.routes().contains("198.18.4.7 via 198.51.100.11")
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", a.routes(), b.log()));
+    assert!(!a.routes().contains("198.18.4.70"), "{}", a.routes());
+    let learned = b.json(&["routes", "198.18.4.7/32"]);
+    assert_eq!(
+        learned["routes"][0]["best"]["source"], "kernel",
+        "{learned}"
+    );
+    b.ns.ip(&["route", "del", "198.18.4.7/32", "dev", "cali1234"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_for(
+        "the workload /32 withdrawn",
+        Duration::from_secs(20),
+        || !a.routes().contains("198.18.4.7 "),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", a.routes()));
+
     wait_for("all sessions up", Duration::from_secs(30), || {
         a.all_established(2) && b.all_established(2)
     })

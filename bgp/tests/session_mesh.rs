@@ -24,7 +24,14 @@ struct Outcome {
     refused: Vec<IpAddr>,
 }
 
-async fn node(me: Ipv4Addr, other: Ipv4Addr, route: &str, want: &str, rogue: bool) -> Outcome {
+async fn node(
+    me: Ipv4Addr,
+    other: Ipv4Addr,
+    route: &str,
+    want: &str,
+    rogue: bool,
+    both: &std::sync::Barrier,
+) -> Outcome {
     let listener = Listener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 179))
         .unwrap_or_else(|e| panic!("{e}"));
     let fsm = SessionConfig {
@@ -144,6 +151,9 @@ async fn node(me: Ipv4Addr, other: Ipv4Addr, route: &str, want: &str, rogue: boo
             None => break,
         }
     }
+    // Count while both nodes still run: a node that finished first would drop its
+    // runtime and close the connection under the other's count.
+    both.wait();
     let ss = std::process::Command::new("ss")
         .args([
             "-Htn",
@@ -160,6 +170,7 @@ async fn node(me: Ipv4Addr, other: Ipv4Addr, route: &str, want: &str, rogue: boo
                 .count()
         })
         .unwrap_or(0);
+    both.wait();
     o
 }
 
@@ -178,6 +189,7 @@ fn two_tern_nodes_form_a_mesh_session_through_a_collision() {
         .unwrap_or_else(|e| panic!("{e}"));
     b.add_addr("eth0", "198.51.100.2/24")
         .unwrap_or_else(|e| panic!("{e}"));
+    let both = std::sync::Barrier::new(2);
     let run = |ns: &Netns,
                me: [u8; 4],
                other: [u8; 4],
@@ -189,7 +201,7 @@ fn two_tern_nodes_form_a_mesh_session_through_a_collision() {
             .enable_all()
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
-        rt.block_on(node(me.into(), other.into(), route, want, rogue))
+        rt.block_on(node(me.into(), other.into(), route, want, rogue, &both))
     };
     let (oa, ob) = std::thread::scope(|s| {
         let ta = s.spawn(|| {

@@ -155,7 +155,10 @@ impl DaemonHandler {
                     Ok(()) => ask("FIB task", rx).await.unwrap_or_default(),
                     Err(_) => Vec::new(),
                 };
-                let intent = self.lock()?.intent.clone();
+                let (intent, kernel_learned) = {
+                    let s = self.lock()?;
+                    (s.intent.clone(), s.kernel_originated.clone())
+                };
                 let want_prefix: Option<IpNet> = match &prefix {
                     None => None,
                     Some(p) => Some(match p.parse::<IpNet>() {
@@ -193,7 +196,11 @@ impl DaemonHandler {
                             continue;
                         }
                     }
-                    routes.push(route_info(*p, b, intent.as_ref(), installed.contains(p)));
+                    let mut info = route_info(*p, b, intent.as_ref(), installed.contains(p));
+                    if b.best.source.local && kernel_learned.contains(p) {
+                        info.best.source = "kernel".into();
+                    }
+                    routes.push(info);
                 }
                 json(&RoutesReply { routes })
             }

@@ -53,6 +53,9 @@ pub struct State {
     pub last_tick: Instant,
     /// A graceful-restart grace period is still running.
     pub in_grace: bool,
+    /// Borrowed workload addresses originated because the kernel routes them to a
+    /// workload interface (shown as source `kernel`).
+    pub kernel_originated: std::collections::BTreeSet<ipnet::IpNet>,
     /// Snapshots seen from the datastore, accepted or not (`tern reload` waits for the
     /// next one).
     pub snapshots: u64,
@@ -72,6 +75,7 @@ impl State {
             last_tick: Instant::now(),
             in_grace: true,
             snapshots: 0,
+            kernel_originated: Default::default(),
         }
     }
 

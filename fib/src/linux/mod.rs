@@ -80,6 +80,38 @@ impl LinuxFib {
         self.protocol
     }
 
+    /// Every route of tern's table, whatever its protocol, with the protocol number:
+    /// what the daemon reads workload routes (to `cali*` interfaces) from.
+    pub async fn table_routes(&self) -> Result<Vec<(u8, crate::Route)>, FibError> {
+        let mut routes = Vec::new();
+        for v6 in [false, true] {
+            let what = if v6 {
+                "dumping every IPv6 route"
+            } else {
+                "dumping every IPv4 route"
+            };
+            // Protocol 0 (RTPROT_UNSPEC) in a strict dump request means any protocol.
+            for m in self
+                .dump(what, message::dump_routes(v6, self.table, 0))
+                .await?
+            {
+                let RouteNetlinkMessage::NewRoute(r) = m else {
+                    continue;
+                };
+                let protocol = message::protocol_of(&r.header);
+                if let Some(route) = message::parse(&r).filter(|x| x.table == self.table) {
+                    routes.push((protocol, route));
+                }
+            }
+        }
+        Ok(routes)
+    }
+
+    /// The interfaces, without needing `&mut` (for tasks sharing the connection).
+    pub async fn interface_list(&self) -> Result<Vec<Interface>, FibError> {
+        self.interfaces_now().await
+    }
+
     /// How the kernel reaches `addr`, as `ip route get` answers; `None` when it has no
     /// route (or only an unreachable / blackhole one).
     pub async fn route_to(&self, addr: IpAddr) -> Result<Option<Resolution>, FibError> {

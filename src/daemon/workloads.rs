@@ -1,0 +1,129 @@
+//! Linux: workload routes learned from the kernel, as Calico's BIRD learns them. The
+//! CNI plugin routes each pod address to its `cali*` interface; a pod address outside
+//! this node's own blocks is a borrowed one and must be advertised as a /32 (/128) even
+//! when the IPAM data does not say so yet. This task reports the host routes to `cali*`
+//! interfaces (address → interface name) whenever they change; the main loop decides
+//! which to originate with the intent (pools, own blocks, ignored interfaces).
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use ipnet::IpNet;
+use tern_fib::linux::{watch, KernelEvent, LinuxFib};
+use tern_fib::{Route, RouteKind};
+use tokio::sync::mpsc;
+
+/// Calico's default workload interface prefix (Felix's `InterfacePrefix`).
+pub const WORKLOAD_PREFIX: &str = "cali";
+
+/// The interface of a host route straight onto a device, if `r` is one.
+fn host_route_device(r: &Route) -> Option<u32> {
+    if r.prefix.prefix_len() != r.prefix.max_prefix_len() {
+        return None;
+    }
+    match &r.kind {
+        RouteKind::Unicast(h) => match h.as_slice() {
+            [one] if one.gateway.is_none() => one.interface,
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+struct Scan {
+    fib: LinuxFib,
+    names: BTreeMap<u32, String>,
+    routes: BTreeMap<IpNet, u32>,
+}
+
+impl Scan {
+    async fn names(&mut self) {
+        if let Ok(list) = self.fib.interface_list().await {
+            self.names = list.into_iter().map(|i| (i.index, i.name)).collect();
+        }
+    }
+
+    async fn rescan(&mut self) {
+        self.names().await;
+        match self.fib.table_routes().await {
+            Ok(all) => {
+                self.routes = all
+                    .into_iter()
+                    .filter_map(|(_, r)| host_route_device(&r).map(|i| (r.prefix, i)))
+                    .collect();
+            }
+            Err(e) => tracing::warn!("cannot read workload routes: {e}"),
+        }
+    }
+
+    fn workloads(&self) -> BTreeMap<IpNet, String> {
+        self.routes
+            .iter()
+            .filter_map(|(p, i)| {
+                let name = self.names.get(i)?;
+                name.starts_with(WORKLOAD_PREFIX)
+                    .then(|| (*p, name.clone()))
+            })
+            .collect()
+    }
+}
+
+/// Reports workload host routes (address → interface) now and after every change.
+pub async fn run(table: u32, tx: mpsc::Sender<BTreeMap<IpNet, String>>) {
+    let fib = match LinuxFib::new(0, table) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!("cannot watch workload routes: {e}");
+            return;
+        }
+    };
+    let mut events = match watch() {
+        Ok(s) => Box::pin(s),
+        Err(e) => {
+            tracing::error!("cannot watch workload routes: {e}");
+            return;
+        }
+    };
+    let mut scan = Scan {
+        fib,
+        names: BTreeMap::new(),
+        routes: BTreeMap::new(),
+    };
+    scan.rescan().await;
+    let mut last = scan.workloads();
+    if tx.send(last.clone()).await.is_err() {
+        return;
+    }
+    while let Some(ev) = events.next().await {
+        match ev {
+            KernelEvent::RouteAdded { route, .. } if route.table == table => {
+                match host_route_device(&route) {
+                    Some(i) => {
+                        scan.routes.insert(route.prefix, i);
+                        if !scan.names.contains_key(&i) {
+                            scan.names().await;
+                        }
+                    }
+                    None => {
+                        scan.routes.remove(&route.prefix);
+                    }
+                }
+            }
+            KernelEvent::RouteRemoved { route, .. } if route.table == table => {
+                if host_route_device(&route).is_some() {
+                    scan.routes.remove(&route.prefix);
+                }
+            }
+            KernelEvent::InterfacesChanged => scan.names().await,
+            KernelEvent::Lost => scan.rescan().await,
+            _ => continue,
+        }
+        let now = scan.workloads();
+        if now != last {
+            last = now;
+            if tx.send(last.clone()).await.is_err() {
+                return;
+            }
+        }
+    }
+}
