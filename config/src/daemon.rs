@@ -135,7 +135,7 @@ impl DaemonConfig {
             line: e.location().map(|l| l.line()),
             resource: None,
             field: None,
-            reason: first_line(&e.to_string()),
+            reason: crate::cluster::parse::parser_message(&e.to_string()),
         })?;
         let mut warnings = Vec::new();
         let err = |field: &str, reason: String| ConfigError::field(file, field, reason);
@@ -312,20 +312,6 @@ fn check_node_name(n: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// The parser's message without its own "error: line N column M:" prefix (the line
-/// is already in [`ConfigError::line`]).
-fn first_line(s: &str) -> String {
-    let msg = s.lines().next().unwrap_or_default();
-    let msg = msg.strip_prefix("error: ").unwrap_or(msg);
-    match msg
-        .strip_prefix("line ")
-        .and_then(|rest| rest.split_once(": "))
-    {
-        Some((_, text)) => text.to_string(),
-        None => msg.to_string(),
-    }
 }
 
 #[cfg(test)]
