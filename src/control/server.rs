@@ -124,23 +124,17 @@ impl Server {
     }
 
     /// Creates the named pipe `path` (e.g. `\\.\pipe\tern`), refusing to start if
-    /// another process already owns that name. Must be called inside a tokio runtime.
-    ///
-    /// Not yet: ACL. The pipe has Windows' default security descriptor, not one limited
-    /// to Administrators and SYSTEM (that needs windows-sys in this package).
+    /// another process already owns that name. Only SYSTEM and Administrators may open
+    /// it (a protected DACL, see [`pipe_acl`]). Must be called inside a tokio runtime.
     #[cfg(windows)]
     pub fn bind(path: &Path) -> io::Result<Server> {
-        // not yet: ACL (default security descriptor, see above).
-        let first = tokio::net::windows::named_pipe::ServerOptions::new()
-            .first_pipe_instance(true)
-            .create(path)
-            .map_err(|e| match e.kind() {
-                io::ErrorKind::PermissionDenied => io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("another tern is running on {} ({e})", path.display()),
-                ),
-                _ => e,
-            })?;
+        let first = pipe_acl::create(path, true).map_err(|e| match e.kind() {
+            io::ErrorKind::PermissionDenied => io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("another tern is running on {} ({e})", path.display()),
+            ),
+            _ => e,
+        })?;
         Ok(Server {
             path: path.to_path_buf(),
             first,
@@ -195,20 +189,73 @@ impl Server {
             }
             // The next instance exists before this one is handed off, so a client never
             // finds the name missing while the daemon runs.
-            let next =
-                match tokio::net::windows::named_pipe::ServerOptions::new().create(&self.path) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        tracing::error!(
-                            "control pipe {}: cannot create the next instance: {e}",
-                            self.path.display()
-                        );
-                        return;
-                    }
-                };
+            let next = match pipe_acl::create(&self.path, false) {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::error!(
+                        "control pipe {}: cannot create the next instance: {e}",
+                        self.path.display()
+                    );
+                    return;
+                }
+            };
             let connected = std::mem::replace(&mut server, next);
             tokio::spawn(serve(connected, Arc::clone(&handler)));
         }
+    }
+}
+
+/// The named pipe's security: a protected DACL granting full access to SYSTEM and the
+/// Administrators group only, from SDDL (the same thing `icacls` would write).
+#[cfg(windows)]
+mod pipe_acl {
+    use std::io;
+    use std::path::Path;
+
+    use tokio::net::windows::named_pipe::{NamedPipeServer, ServerOptions};
+    use windows_sys::Win32::Foundation::LocalFree;
+    use windows_sys::Win32::Security::Authorization::{
+        ConvertStringSecurityDescriptorToSecurityDescriptorW, SDDL_REVISION_1,
+    };
+    use windows_sys::Win32::Security::{PSECURITY_DESCRIPTOR, SECURITY_ATTRIBUTES};
+
+    /// P: protected (no inherited entries); GA for SYSTEM (SY) and Administrators (BA).
+    const SDDL: &str = "D:P(A;;GA;;;SY)(A;;GA;;;BA)";
+
+    /// Creates one pipe instance with the ACL.
+    pub fn create(path: &Path, first: bool) -> io::Result<NamedPipeServer> {
+        let wide: Vec<u16> = SDDL.encode_utf16().chain(std::iter::once(0)).collect();
+        let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
+        // SAFETY: `wide` is NUL-terminated and outlives the call; `sd` receives a
+        // LocalAlloc'd descriptor that is freed below.
+        let ok = unsafe {
+            ConvertStringSecurityDescriptorToSecurityDescriptorW(
+                wide.as_ptr(),
+                SDDL_REVISION_1,
+                &mut sd,
+                std::ptr::null_mut(),
+            )
+        };
+        if ok == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut sa = SECURITY_ATTRIBUTES {
+            nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
+            lpSecurityDescriptor: sd,
+            bInheritHandle: 0,
+        };
+        let mut opts = ServerOptions::new();
+        opts.first_pipe_instance(first);
+        // SAFETY: `sa` and the descriptor it points to are valid for the call, which
+        // copies them into the pipe's kernel object.
+        let created = unsafe {
+            opts.create_with_security_attributes_raw(path, std::ptr::addr_of_mut!(sa).cast())
+        };
+        // SAFETY: `sd` came from the conversion above and is not used after this.
+        unsafe {
+            LocalFree(sd);
+        }
+        created
     }
 }
 
