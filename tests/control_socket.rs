@@ -34,6 +34,8 @@ fn peer(address: &str, state: &str, last_error: Option<&str>) -> PeerInfo {
         prefixes_advertised: 1,
         last_error: last_error.map(String::from),
         flaps: 0,
+        updates_in: 0,
+        updates_out: 0,
     }
 }
 

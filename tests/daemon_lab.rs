@@ -361,6 +361,22 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
         assert!(scrape.contains(want), "metrics lack {want}:\n{scrape}");
     }
 
+    // Counters and what node-a sent the ToR (its Adj-RIB-Out).
+    let tor_peer = a.json(&["peers", "198.51.100.1"]);
+    let tp = &tor_peer["peers"][0];
+    assert!(tp["updates_in"].as_u64().unwrap_or(0) >= 1, "{tor_peer}");
+    assert!(
+        tp["prefixes_advertised"].as_u64().unwrap_or(0) >= 1,
+        "{tor_peer}"
+    );
+    let sent = a.json(&["routes", "--advertised", "--peer", "198.51.100.1"]);
+    let own = sent["routes"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["prefix"] == "198.18.4.0/26").cloned())
+        .unwrap_or_else(|| panic!("{sent}"));
+    assert_eq!(own["best"]["as_path"], "64512", "{own}");
+    assert_eq!(own["best"]["next_hops"][0], "198.51.100.10", "{own}");
+
     // What a person sees (run with --nocapture).
     for cmd in [
         &["status"][..],

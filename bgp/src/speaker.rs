@@ -16,7 +16,7 @@ use ipnet::IpNet;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::fsm::{DownReason, Negotiated, SessionConfig};
-use crate::rib::export::{AdjRibOut, ExportPolicy};
+use crate::rib::export::{AdjRibOut, ExportPolicy, Exported};
 use crate::rib::import::ImportPolicy;
 use crate::rib::{Best, BestChange, PeerSource, Rib};
 use crate::session::listener::{Listener, Refused};
@@ -96,8 +96,26 @@ pub enum SpeakerCommand {
     RemovePeer(IpAddr, String),
     /// The current Loc-RIB.
     Routes(oneshot::Sender<Vec<(IpNet, Best)>>),
+    /// Per-peer counters.
+    PeerStats(oneshot::Sender<Vec<PeerStats>>),
+    /// What one peer has been sent (its Adj-RIB-Out); `None` if it is not a peer or
+    /// not established.
+    Advertised(IpAddr, oneshot::Sender<Option<Vec<(IpNet, Exported)>>>),
     /// Stop every session with this message and end the task.
     Shutdown(Option<String>),
+}
+
+/// Counters of one peer since it was configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerStats {
+    /// The peer.
+    pub address: IpAddr,
+    /// UPDATE messages received.
+    pub updates_in: u64,
+    /// UPDATE messages sent (End-of-RIB markers included).
+    pub updates_out: u64,
+    /// Prefixes in its Adj-RIB-Out (0 when not established).
+    pub advertised: u64,
 }
 
 /// What the speaker reports.
@@ -128,6 +146,10 @@ struct Peer {
     stale: Vec<Family>,
     /// Counts restarts, so the timer of an earlier restart cannot end a later one.
     restart_gen: u64,
+    /// UPDATEs received.
+    updates_in: u64,
+    /// UPDATEs sent.
+    updates_out: u64,
 }
 
 /// Starts the speaker; returns its command channel. Sessions start at once.
@@ -215,6 +237,8 @@ async fn start_peer(
         graceful_restart: None,
         stale: Vec::new(),
         restart_gen: 0,
+        updates_in: 0,
+        updates_out: 0,
     })
 }
 
@@ -390,6 +414,27 @@ impl Task {
                 let changes = self.rib.peer_down(ip);
                 self.propagate(changes).await;
             }
+            SpeakerCommand::PeerStats(reply) => {
+                let _ = reply.send(
+                    self.peers
+                        .iter()
+                        .map(|(a, p)| PeerStats {
+                            address: *a,
+                            updates_in: p.updates_in,
+                            updates_out: p.updates_out,
+                            advertised: p.out.as_ref().map_or(0, |(o, _, _)| o.len() as u64),
+                        })
+                        .collect(),
+                );
+            }
+            SpeakerCommand::Advertised(ip, reply) => {
+                let sent = self
+                    .peers
+                    .get(&ip)
+                    .and_then(|p| p.out.as_ref())
+                    .map(|(o, _, _)| o.iter().map(|(n, e)| (*n, e.clone())).collect());
+                let _ = reply.send(sent);
+            }
             SpeakerCommand::Shutdown(_) => {}
         }
     }
@@ -470,6 +515,7 @@ impl Task {
                     p.graceful_restart = negotiated.peer_graceful_restart.clone();
                     p.source = Some(source);
                     p.out = Some((out, negotiated.tx, negotiated.enhanced_route_refresh));
+                    p.updates_out += msgs.len() as u64;
                     let _ = p.handle.send(Command::SendUpdates(msgs)).await;
                 }
                 let _ = self
@@ -525,9 +571,10 @@ impl Task {
                 let _ = self.events.send(SpeakerEvent::PeerDown(peer, text)).await;
             }
             SessionEvent::Update { peer, update } => {
-                let Some(p) = self.peers.get(&peer.ip()) else {
+                let Some(p) = self.peers.get_mut(&peer.ip()) else {
                     return;
                 };
+                p.updates_in += 1;
                 let Some(source) = p.source.clone() else {
                     return;
                 };
@@ -554,13 +601,16 @@ impl Task {
                 }
             }
             SessionEvent::RouteRefresh { peer, refresh } => {
-                let Some(p) = self.peers.get(&peer.ip()) else {
+                let Some(p) = self.peers.get_mut(&peer.ip()) else {
                     return;
                 };
-                if let Some((out, tx, enhanced)) = &p.out {
-                    if let Ok(msgs) = out.refresh(refresh.family, tx, *enhanced) {
-                        let _ = p.handle.send(Command::SendUpdates(msgs)).await;
-                    }
+                let msgs = match &p.out {
+                    Some((out, tx, enhanced)) => out.refresh(refresh.family, tx, *enhanced).ok(),
+                    None => None,
+                };
+                if let Some(msgs) = msgs {
+                    p.updates_out += msgs.len() as u64;
+                    let _ = p.handle.send(Command::SendUpdates(msgs)).await;
                 }
             }
             SessionEvent::StateChanged { peer, to, .. } => {
@@ -598,6 +648,7 @@ impl Task {
             };
             match out.apply(&changes, tx) {
                 Ok(msgs) if !msgs.is_empty() => {
+                    p.updates_out += msgs.len() as u64;
                     let _ = p.handle.send(Command::SendUpdates(msgs)).await;
                 }
                 _ => {}

@@ -138,6 +138,12 @@ pub struct PeerInfo {
     /// Times the session left Established since the daemon started.
     #[serde(default)]
     pub flaps: u64,
+    /// UPDATE messages received since the peer was configured.
+    #[serde(default)]
+    pub updates_in: u64,
+    /// UPDATE messages sent since the peer was configured.
+    #[serde(default)]
+    pub updates_out: u64,
 }
 
 /// `tern peers`.

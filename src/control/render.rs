@@ -174,6 +174,11 @@ pub fn peers(r: &PeersReply) -> String {
             "  prefixes      {} received, {} accepted, {} advertised",
             p.prefixes_received, p.prefixes_accepted, p.prefixes_advertised
         );
+        let _ = writeln!(
+            out,
+            "  updates       {} received, {} sent",
+            p.updates_in, p.updates_out
+        );
         if let Some(e) = &p.last_error {
             let _ = writeln!(out, "  last error    {e}");
         }

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use serde_json::Value;
+use tern_bgp::rib::export::Exported;
 use tern_bgp::rib::Best;
-use tern_bgp::speaker::SpeakerCommand;
+use tern_bgp::speaker::{PeerStats, SpeakerCommand};
 use tern_fib::diag::PeerFacts;
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -101,17 +102,31 @@ impl DaemonHandler {
                 *counts.entry(a).or_default() += 1;
             }
         }
+        let (tx, rx) = oneshot::channel();
+        let stats: BTreeMap<IpAddr, PeerStats> =
+            match self.speaker.send(SpeakerCommand::PeerStats(tx)).await {
+                Ok(()) => ask("BGP speaker", rx)
+                    .await
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|s| (s.address, s))
+                    .collect(),
+                Err(_) => BTreeMap::new(),
+            };
         let s = self.lock()?;
         let mut infos = s.peer_infos();
         for p in &mut infos {
-            let n = p
-                .address
-                .parse::<IpAddr>()
-                .ok()
-                .and_then(|a| counts.get(&a).copied())
-                .unwrap_or(0);
+            let Ok(a) = p.address.parse::<IpAddr>() else {
+                continue;
+            };
+            let n = counts.get(&a).copied().unwrap_or(0);
             p.prefixes_received = n;
             p.prefixes_accepted = n;
+            if let Some(st) = stats.get(&a) {
+                p.prefixes_advertised = st.advertised;
+                p.updates_in = st.updates_in;
+                p.updates_out = st.updates_out;
+            }
         }
         if let Some(a) = only {
             infos.retain(|p| p.address.parse::<IpAddr>().ok() == Some(a));
@@ -147,7 +162,28 @@ impl DaemonHandler {
                 advertised,
             } => {
                 if advertised {
-                    return Err("--advertised (a peer's Adj-RIB-Out) is not available yet".into());
+                    let Some(peer) = &peer else {
+                        return Err(
+                            "--advertised needs --peer ADDR: whose Adj-RIB-Out to show".into()
+                        );
+                    };
+                    let addr: IpAddr = peer
+                        .parse()
+                        .map_err(|_| format!("{peer:?} is not an IP address"))?;
+                    let (tx, rx) = oneshot::channel();
+                    self.speaker
+                        .send(SpeakerCommand::Advertised(addr, tx))
+                        .await
+                        .map_err(|_| "the BGP speaker has stopped".to_string())?;
+                    let sent = ask("BGP speaker", rx)
+                        .await?
+                        .ok_or_else(|| format!("{addr} is not an established peer"))?;
+                    let routes = sent
+                        .into_iter()
+                        .filter(|(p, _)| prefix.as_deref().is_none_or(|w| p.to_string() == w))
+                        .map(|(p, e)| advertised_info(p, &e, addr))
+                        .collect();
+                    return json(&RoutesReply { routes });
                 }
                 let rib = self.loc_rib().await?;
                 let (tx, rx) = oneshot::channel();
@@ -294,6 +330,44 @@ impl DaemonHandler {
                 }
             }
         }
+    }
+}
+
+/// One Adj-RIB-Out entry as a `tern routes --advertised` row.
+fn advertised_info(prefix: IpNet, e: &Exported, peer: IpAddr) -> crate::control::proto::RouteInfo {
+    let a = &e.attrs;
+    crate::control::proto::RouteInfo {
+        prefix: prefix.to_string(),
+        best: crate::control::proto::PathInfo {
+            next_hops: vec![e.next_hop.to_string()],
+            as_path: a
+                .as_path
+                .as_ref()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            origin: match a.origin {
+                Some(tern_bgp::wire::Origin::Igp) | None => "igp",
+                Some(tern_bgp::wire::Origin::Egp) => "egp",
+                Some(_) => "incomplete",
+            }
+            .into(),
+            local_pref: a.local_pref,
+            med: a.med,
+            communities: a
+                .communities
+                .iter()
+                .map(|c| format!("{}:{}", c.0 >> 16, c.0 & 0xffff))
+                .collect(),
+            large_communities: a
+                .large_communities
+                .iter()
+                .map(|c| format!("{}:{}:{}", c.global, c.local1, c.local2))
+                .collect(),
+            peer: peer.to_string(),
+            source: "advertised".into(),
+        },
+        ecmp: false,
+        installed: false,
     }
 }
 

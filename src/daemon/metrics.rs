@@ -180,6 +180,37 @@ pub async fn render(h: &DaemonHandler) -> String {
                 .inc_by(x.flaps);
         }
         reg.register("peer_flaps", "Times the session left Established", flaps);
+        for (name, help, pick) in [
+            (
+                "peer_updates_received",
+                "UPDATE messages received",
+                (|x: &crate::control::proto::PeerInfo| x.updates_in)
+                    as fn(&crate::control::proto::PeerInfo) -> u64,
+            ),
+            ("peer_updates_sent", "UPDATE messages sent", |x| {
+                x.updates_out
+            }),
+        ] {
+            let c = Family::<Labels, Counter>::default();
+            for x in &p.peers {
+                c.get_or_create(&peer(&x.address, &x.kind)).inc_by(pick(x));
+            }
+            reg.register(name, help, c);
+        }
+        gauge(
+            &mut reg,
+            "peer_prefixes_advertised",
+            "Prefixes in the peer's Adj-RIB-Out",
+            p.peers
+                .iter()
+                .map(|x| {
+                    (
+                        peer(&x.address, &x.kind),
+                        i64::try_from(x.prefixes_advertised).unwrap_or(i64::MAX),
+                    )
+                })
+                .collect(),
+        );
     }
     if let Some(f) = ask::<FibReply>(h, Request::Fib).await {
         let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);

@@ -206,6 +206,8 @@ impl State {
                     prefixes_advertised: 0,
                     last_error: p.last_error.clone(),
                     flaps: p.flaps,
+                    updates_in: 0,
+                    updates_out: 0,
                 }
             })
             .collect()

@@ -154,6 +154,11 @@ impl AdjRibOut {
         self.sent.is_empty()
     }
 
+    /// Everything the peer currently has, by prefix (`tern routes --advertised`).
+    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, &Exported)> {
+        self.sent.iter().map(|(p, e)| (p, e.as_ref()))
+    }
+
     /// What the peer currently has for `prefix`.
     pub fn get(&self, prefix: &IpNet) -> Option<&Exported> {
         self.sent.get(prefix).map(|e| e.as_ref())

@@ -184,6 +184,8 @@ fn peers_are_blocks_with_the_key_facts() {
     down.asn = 64600;
     down.port = 1179;
     down.flaps = 2;
+    down.updates_in = 5;
+    down.updates_out = 7;
     let got = peers(&PeersReply {
         peers: vec![up, down],
     });
@@ -193,12 +195,14 @@ fn peers_are_blocks_with_the_key_facts() {
   families      ipv4-unicast, ipv6-unicast
   capabilities  4-octet-as, route-refresh, graceful-restart
   prefixes      12 received, 11 accepted, 3 advertised
+  updates       0 received, 0 sent
 
 203.0.113.1 port 1179 (global), AS 64600 (local AS 64512)
   state         Active since 2026-01-01T23:10:00Z, 2 flaps
   families      -
   capabilities  -
   prefixes      0 received, 0 accepted, 0 advertised
+  updates       5 received, 7 sent
   last error    Socket: Connection refused
 ";
     assert_eq!(got, expected, "\n{got}");
