@@ -36,12 +36,12 @@ spec: {asNumber: 64512, nodeToNodeMeshEnabled: true}
 apiVersion: projectcalico.org/v3
 kind: Node
 metadata: {name: node-a}
-spec: {bgp: {ipv4Address: 198.51.100.10/24}}
+spec: {bgp: {ipv4Address: 198.51.100.10/24, ipv6Address: "2001:db8:100::10/64"}}
 ---
 apiVersion: projectcalico.org/v3
 kind: Node
 metadata: {name: node-b}
-spec: {bgp: {ipv4Address: 198.51.100.11/24}}
+spec: {bgp: {ipv4Address: 198.51.100.11/24, ipv6Address: "2001:db8:100::11/64"}}
 ---
 apiVersion: projectcalico.org/v3
 kind: BGPPeer
@@ -52,6 +52,21 @@ apiVersion: projectcalico.org/v3
 kind: IPPool
 metadata: {name: pods}
 spec: {cidr: 198.18.0.0/16, blockSize: 26}
+---
+apiVersion: projectcalico.org/v3
+kind: IPPool
+metadata: {name: pods-v6}
+spec: {cidr: "2001:db8:4000::/48", blockSize: 122}
+---
+apiVersion: projectcalico.org/v3
+kind: BlockAffinity
+metadata: {name: node-a-v6}
+spec: {node: node-a, cidr: "2001:db8:4000::/122", state: confirmed}
+---
+apiVersion: projectcalico.org/v3
+kind: BlockAffinity
+metadata: {name: node-b-v6}
+spec: {node: node-b, cidr: "2001:db8:4000::40/122", state: confirmed}
 ---
 apiVersion: projectcalico.org/v3
 kind: BlockAffinity
@@ -119,13 +134,18 @@ impl Node {
         std::fs::read_to_string(self.dir.join("tern.log")).unwrap_or_default()
     }
 
-    /// tern's routes in the kernel, as `ip route show proto 201` prints them.
+    /// tern's routes in the kernel (both families), as `ip route show proto 201`
+    /// prints them.
     fn routes(&self) -> String {
-        let o = self
-            .ns
-            .ip(&["route", "show", "proto", "201"])
-            .unwrap_or_else(|e| panic!("{e}"));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        let mut out = String::new();
+        for family in ["-4", "-6"] {
+            let o = self
+                .ns
+                .ip(&[family, "route", "show", "proto", "201"])
+                .unwrap_or_else(|e| panic!("{e}"));
+            out.push_str(&String::from_utf8_lossy(&o.stdout));
+        }
+        out
     }
 
     fn cli(&self, args: &[&str]) -> (i32, String) {
@@ -216,6 +236,14 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
         "198.51.100.11/24",
         &["198.18.4.66/32", "198.18.4.5/32"],
     );
+    for (n, addr, pod) in [
+        (&a, "2001:db8:100::10/64", "2001:db8:4000::1/128"),
+        (&b, "2001:db8:100::11/64", "2001:db8:4000::41/128"),
+    ] {
+        n.ns.add_addr("eth0", addr)
+            .unwrap_or_else(|e| panic!("{e}"));
+        n.ns.add_addr("lo", pod).unwrap_or_else(|e| panic!("{e}"));
+    }
     let tor = node("tor", &sw, tmp.path(), "198.51.100.1/24", &[]);
     let tor2 = node("tor2", &sw, tmp.path(), "198.51.100.2/24", &[]);
     let cluster = tmp.path().join("cluster.yaml");
@@ -249,6 +277,9 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
             && rb.contains("198.18.100.0/24 via 198.51.100.1")
             && rb.contains("blackhole 198.18.4.64/26")
             && !rb.contains("198.18.4.5 via")
+            && ra.contains("2001:db8:4000::40/122 via 2001:db8:100::11")
+            && ra.contains("blackhole 2001:db8:4000::/122")
+            && rb.contains("2001:db8:4000::/122 via 2001:db8:100::10")
     };
     let waited = wait_for("both FIBs", Duration::from_secs(60), || converged(&a, &b));
     if waited.is_err() {
@@ -303,7 +334,7 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
     .unwrap_or_else(|e| panic!("{e}\n{}", a.routes()));
 
     wait_for("all sessions up", Duration::from_secs(30), || {
-        a.all_established(2) && b.all_established(2)
+        a.all_established(3) && b.all_established(3)
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", a.log()));
     let (code, status) = a.cli(&["status"]);
@@ -354,7 +385,7 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
     for want in [
         "tern_peer_up{peer=\"198.51.100.11\",type=\"node-to-node mesh\"} 1",
         "tern_peer_up{peer=\"198.51.100.1\",type=\"global\"} 1",
-        "tern_fib_routes{state=\"installed\"} 4",
+        "tern_fib_routes{state=\"installed\"} 6",
         "tern_fib_routes{state=\"missing\"} 0",
         "tern_config_error 0",
     ] {
@@ -405,7 +436,7 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", b.routes()));
     wait_for("the new peer up", Duration::from_secs(30), || {
-        a.all_established(3)
+        a.all_established(4)
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", a.log()));
     let after = [
@@ -437,8 +468,15 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
         "routes lost after kill -9:\n{ra}"
     );
     a.start();
+    // Not ready while it reconverges (peers down, then the restart grace).
+    wait_for("a's socket", Duration::from_secs(10), || {
+        a.cli(&["status"]).0 == 0
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", a.log()));
+    let (code, out) = a.cli(&["health", "--ready"]);
+    assert_eq!(code, 1, "ready too early after a restart: {out}");
     wait_for("a back up", Duration::from_secs(40), || {
-        a.all_established(3)
+        a.all_established(4)
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", a.log()));
     // Past the settle time, when stale routes would be removed.
