@@ -189,6 +189,22 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
     tracing::info!(node = %cfg.node, datastore = %store_name, "tern starting");
 
+    // The control socket answers from the start, so a person can see why nothing runs
+    // yet (a rejected configuration, an unreachable datastore).
+    let speaker_slot = Arc::new(std::sync::OnceLock::new());
+    let handler = Arc::new(handler::DaemonHandler {
+        state: state.clone(),
+        speaker: Arc::clone(&speaker_slot),
+        fib: fib.clone(),
+        reload: reload.clone(),
+    });
+    if let Some(addr) = cfg.metrics {
+        let listener = metrics::bind(addr).await?;
+        tracing::info!("metrics on http://{addr}/metrics");
+        tokio::spawn(metrics::serve(listener, Arc::clone(&handler)));
+    }
+    tokio::spawn(server.run(handler));
+
     // The first valid snapshot: nothing can start without an intent.
     let mut tracker = Tracker::new(cfg.node.clone());
     let first = loop {
@@ -226,18 +242,7 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
         "configuration applied"
     );
 
-    let handler = Arc::new(handler::DaemonHandler {
-        state: state.clone(),
-        speaker: speaker.clone(),
-        fib: fib.clone(),
-        reload: reload.clone(),
-    });
-    if let Some(addr) = cfg.metrics {
-        let listener = metrics::bind(addr).await?;
-        tracing::info!("metrics on http://{addr}/metrics");
-        tokio::spawn(metrics::serve(listener, Arc::clone(&handler)));
-    }
-    tokio::spawn(server.run(handler));
+    let _ = speaker_slot.set(speaker.clone());
     notify_ready();
 
     // Workload routes (Linux): borrowed addresses seen in the kernel.
@@ -426,6 +431,11 @@ fn on_store_event(
         }
         StoreEvent::Unavailable(why) => {
             tracing::warn!("datastore unavailable, the configuration in force stays: {why}");
+            if let Ok(mut s) = state.lock() {
+                if s.intent.is_none() {
+                    s.config_error = Some(format!("datastore unavailable: {why}"));
+                }
+            }
             None
         }
     }

@@ -31,8 +31,9 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct DaemonHandler {
     /// Shared snapshot.
     pub state: Arc<Mutex<State>>,
-    /// The speaker's commands.
-    pub speaker: mpsc::Sender<SpeakerCommand>,
+    /// The speaker's commands, once BGP runs (it starts with the first valid
+    /// configuration; until then the socket answers from the snapshot alone).
+    pub speaker: Arc<std::sync::OnceLock<mpsc::Sender<SpeakerCommand>>>,
     /// The FIB task.
     pub fib: mpsc::Sender<FibMsg>,
     /// Wakes the datastore for `tern reload`.
@@ -61,9 +62,16 @@ impl DaemonHandler {
         })
     }
 
+    fn speaker(&self) -> Result<&mpsc::Sender<SpeakerCommand>, String> {
+        self.speaker.get().ok_or_else(|| {
+            "BGP is not running yet: no valid configuration has been applied (see `tern status`)"
+                .to_string()
+        })
+    }
+
     async fn loc_rib(&self) -> Result<Vec<(IpNet, Best)>, String> {
         let (tx, rx) = oneshot::channel();
-        self.speaker
+        self.speaker()?
             .send(SpeakerCommand::Routes(tx))
             .await
             .map_err(|_| "the BGP speaker has stopped".to_string())?;
@@ -103,16 +111,20 @@ impl DaemonHandler {
             }
         }
         let (tx, rx) = oneshot::channel();
-        let stats: BTreeMap<IpAddr, PeerStats> =
-            match self.speaker.send(SpeakerCommand::PeerStats(tx)).await {
-                Ok(()) => ask("BGP speaker", rx)
-                    .await
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|s| (s.address, s))
-                    .collect(),
-                Err(_) => BTreeMap::new(),
-            };
+        let asked = match self.speaker() {
+            Ok(sp) => sp.send(SpeakerCommand::PeerStats(tx)).await.is_ok(),
+            Err(_) => false,
+        };
+        let stats: BTreeMap<IpAddr, PeerStats> = if asked {
+            ask("BGP speaker", rx)
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| (s.address, s))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         let s = self.lock()?;
         let mut infos = s.peer_infos();
         for p in &mut infos {
@@ -171,7 +183,7 @@ impl DaemonHandler {
                         .parse()
                         .map_err(|_| format!("{peer:?} is not an IP address"))?;
                     let (tx, rx) = oneshot::channel();
-                    self.speaker
+                    self.speaker()?
                         .send(SpeakerCommand::Advertised(addr, tx))
                         .await
                         .map_err(|_| "the BGP speaker has stopped".to_string())?;

@@ -1,0 +1,102 @@
+//! `tern run` before it has a valid configuration: the control socket already answers,
+//! `tern status` shows why nothing runs, `health --ready` is false, and fixing the file
+//! starts BGP without a restart. Runs in its own namespace (tds-*) so the BGP listener
+//! it opens once the file is fixed is not in the machine's namespace.
+
+#![cfg(target_os = "linux")]
+
+use std::process::Command;
+use std::time::Duration;
+
+use tern_interop::netns::Netns;
+use tern_interop::peers::wait_for;
+use tern_interop::process::Daemon;
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+
+const GOOD: &str = "apiVersion: projectcalico.org/v3
+kind: BGPConfiguration
+metadata: {name: default}
+spec: {asNumber: 64512}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node-a}
+spec: {bgp: {ipv4Address: 198.51.100.10/24}}
+";
+
+#[test]
+fn a_bad_first_configuration_is_explained_and_a_fix_is_picked_up() {
+    if let Err(reason) = tern_interop::lab_available() {
+        tern_interop::skip_or_fail("daemon_start", &reason);
+        return;
+    }
+    let ns = Netns::create("tds-a").unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cluster = dir.path().join("cluster.yaml");
+    let socket = dir.path().join("tern.sock");
+    std::fs::write(&cluster, GOOD.replace("asNumber: 64512", "asNumber: 0"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("tern.yaml"),
+        format!(
+            "node: node-a\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nfib: {{enabled: false}}\n",
+            cluster.display(),
+            socket.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = ns.command(TERN);
+    c.args(["run", "--config"])
+        .arg(dir.path().join("tern.yaml"));
+    let mut tern =
+        Daemon::spawn("tern", c, &dir.path().join("tern.log")).unwrap_or_else(|e| panic!("{e}"));
+    let cli = |args: &[&str]| {
+        let out = Command::new(TERN)
+            .args(args)
+            .arg("--socket")
+            .arg(&socket)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (
+            out.status.code().unwrap_or(-1),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let log = || std::fs::read_to_string(dir.path().join("tern.log")).unwrap_or_default();
+    wait_for(
+        "the configuration error in status",
+        Duration::from_secs(10),
+        || cli(&["status"]).1.contains("AS 0 is reserved"),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", cli(&["status"]).1, log()));
+    let (code, out) = cli(&["status"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("configuration error: cluster.yaml") || out.contains("configuration error:"),
+        "{out}"
+    );
+    let (code, out) = cli(&["health", "--ready"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("no valid configuration has been applied yet"),
+        "{out}"
+    );
+    let (code, out) = cli(&["routes"]);
+    assert_eq!(code, 5, "{out}");
+    assert!(out.contains("BGP is not running yet"), "{out}");
+    assert!(log().contains("configuration rejected"), "{}", log());
+
+    std::fs::write(&cluster, GOOD).unwrap_or_else(|e| panic!("{e}"));
+    wait_for("BGP started after the fix", Duration::from_secs(10), || {
+        let (code, out) = cli(&["status"]);
+        code == 0 && out.contains("router id 198.51.100.10") && !out.contains("configuration error")
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", cli(&["status"]).1, log()));
+    assert_eq!(cli(&["health", "--ready"]).0, 0, "no peers is ready");
+    tern.stop(Duration::from_secs(5));
+}
