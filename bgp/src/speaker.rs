@@ -57,6 +57,10 @@ pub struct PeerConfig {
     pub next_hop_self: bool,
     /// Calico's numAllowedLocalASNumbers.
     pub allowas_in: u8,
+    /// Graceful-restart time we announce to this peer (seconds, at most 4095): how long
+    /// it keeps our routes while we restart (Calico's nodeMeshMaxRestartTime /
+    /// maxRestartTime). None: 120 s, BIRD's and Calico's default.
+    pub restart_time: Option<u16>,
 }
 
 /// The speaker's settings.
@@ -214,7 +218,7 @@ async fn start_peer(
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(120),
-        capabilities: capabilities(),
+        capabilities: capabilities(p.restart_time.unwrap_or(DEFAULT_RESTART_TIME)),
     };
     let dc = DriverConfig {
         fsm,
@@ -242,9 +246,14 @@ async fn start_peer(
     })
 }
 
+/// Graceful-restart time announced when the configuration names none (BIRD's and
+/// Calico's default).
+pub const DEFAULT_RESTART_TIME: u16 = 120;
+
 /// What we advertise: IPv4 and IPv6 unicast, route refresh (plain and enhanced), and
-/// graceful restart awareness, so peers send End-of-RIB.
-fn capabilities() -> Vec<Capability> {
+/// graceful restart awareness, so peers send End-of-RIB and keep our routes for
+/// `restart_time` seconds when our connection drops.
+fn capabilities(restart_time: u16) -> Vec<Capability> {
     vec![
         Capability::Multiprotocol(Family::IPV4_UNICAST),
         Capability::Multiprotocol(Family::IPV6_UNICAST),
@@ -253,7 +262,7 @@ fn capabilities() -> Vec<Capability> {
         Capability::GracefulRestart(GracefulRestart {
             restart_state: false,
             notification: false,
-            restart_time: 120,
+            restart_time: restart_time.min(4095),
             families: [Family::IPV4_UNICAST, Family::IPV6_UNICAST]
                 .into_iter()
                 .map(|family| GracefulRestartFamily {

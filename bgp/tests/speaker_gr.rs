@@ -102,6 +102,7 @@ fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
                             rr_client: false,
                             next_hop_self: false,
                             allowas_in: 0,
+                            restart_time: None,
                         }],
                     };
                     let (etx, mut erx) = tokio::sync::mpsc::channel(64);

@@ -83,6 +83,10 @@ pub fn peer_config(i: &Intent, p: &PeerIntent, secrets_dir: &Path) -> Result<Pee
         rr_client: p.rr_client,
         next_hop_self: p.next_hop == NextHopMode::SelfHop,
         allowas_in: u8::try_from(p.allowas_in).unwrap_or(u8::MAX),
+        // Validation caps the time at 4095 s, the capability's 12-bit field.
+        restart_time: p
+            .restart_time
+            .map(|t| u16::try_from(t.as_secs()).unwrap_or(4095).min(4095)),
     })
 }
 

@@ -38,8 +38,12 @@ pub(super) fn peers(
                         remote_as: other.as_number.unwrap_or(cluster.bgp.as_number),
                         local_as: asn,
                         kind: PeerKind::Mesh,
-                        // The higher address waits, so each pair opens one connection.
-                        passive: theirs > mine,
+                        // One side waits so each pair opens one connection: we wait
+                        // for a peer whose address is greater *as text*, exactly as
+                        // Calico's confd template compares them ("10.0.0.5" >
+                        // "10.0.0.10"), so a tern node and a Calico BIRD node in one
+                        // mesh never both wait.
+                        passive: theirs.to_string() > mine.to_string(),
                         source: Some(mine),
                         password: cluster.bgp.mesh_password.clone(),
                         keepalive: None,

@@ -90,6 +90,38 @@ fn three_node_mesh_dials_each_pair_once() {
 }
 
 #[test]
+fn mesh_passive_side_follows_calicos_text_comparison() {
+    // Calico's confd compares the addresses as strings: "198.51.100.9" is greater
+    // than "198.51.100.10", so .10 waits for .9 (a numeric comparison would make both
+    // wait in a mesh with a Calico BIRD node).
+    let c = cluster(
+        "apiVersion: projectcalico.org/v3
+kind: BGPConfiguration
+metadata: {name: default}
+spec: {asNumber: 64512}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: n9}
+spec: {bgp: {ipv4Address: 198.51.100.9/24}}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: n10}
+spec: {bgp: {ipv4Address: 198.51.100.10/24}}
+",
+    );
+    assert_eq!(
+        peer_table(&of(&c, "n10")),
+        vec![("198.51.100.9".into(), "node-to-node mesh", true)]
+    );
+    assert_eq!(
+        peer_table(&of(&c, "n9")),
+        vec![("198.51.100.10".into(), "node-to-node mesh", false)]
+    );
+}
+
+#[test]
 fn the_tor_example_gives_one_ebgp_peer_with_its_settings() {
     let a = of(&example("tor"), "node-a");
     assert_eq!(
