@@ -11,6 +11,8 @@
 #[cfg(target_os = "linux")]
 pub mod capture;
 #[cfg(target_os = "linux")]
+pub mod lab;
+#[cfg(target_os = "linux")]
 pub mod netns;
 #[cfg(target_os = "linux")]
 pub mod peers;
@@ -46,6 +48,12 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A lab was asked for something its address plan cannot hold.
+    #[error("lab: {0}")]
+    Spec(String),
+    /// A lab did not reach the state it waited for.
+    #[error("lab: {0}")]
+    Lab(String),
     /// The harness was asked to do something outside a test namespace.
     #[error("refusing to run outside a test network namespace: {0}")]
     NotInTestNamespace(String),

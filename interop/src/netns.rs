@@ -111,6 +111,14 @@ impl Netns {
         Ok(())
     }
 
+    /// Gives up ownership: the namespace outlives this guard (a lab left running by
+    /// `tern-lab up`, removed later by `tern-lab down`). Returns its name.
+    pub fn detach(mut self) -> String {
+        let name = std::mem::take(&mut self.name);
+        std::mem::forget(self);
+        name
+    }
+
     /// Moves the calling *thread* into this namespace (setns affects one thread only), so
     /// that sockets it opens afterwards (netlink, TCP) live in the namespace. Use it on a
     /// thread dedicated to the test.

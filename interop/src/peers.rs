@@ -30,6 +30,22 @@ impl Kind {
         }
     }
 
+    /// The kind named `bird`, `gobgp` or `frr`.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        [Kind::Bird, Kind::Gobgp, Kind::Frr]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+
+    /// The CLI words that summarise its sessions.
+    pub fn summary_command(self) -> &'static [&'static str] {
+        match self {
+            Kind::Bird => &["show", "protocols"],
+            Kind::Gobgp => &["neighbor"],
+            Kind::Frr => &["show bgp summary"],
+        }
+    }
+
     /// Short name for namespace and file names.
     pub fn name(self) -> &'static str {
         match self {
@@ -132,31 +148,7 @@ impl Peer {
     /// Runs the daemon's CLI: `birdc` words, `gobgp` words, or one `vtysh -c` per
     /// argument for FRR. Returns what it printed.
     pub fn cli(&self, args: &[&str]) -> Result<String> {
-        let d = |f: &str| self.dir.join(f).to_string_lossy().into_owned();
-        let out = match self.kind {
-            Kind::Bird => {
-                let sock = d("bird.ctl");
-                let mut full = vec!["-s", sock.as_str()];
-                full.extend_from_slice(args);
-                run("birdc", &full)?
-            }
-            Kind::Gobgp => {
-                let target = format!("unix://{}", d("gobgp.sock"));
-                let mut full = vec!["--target", target.as_str()];
-                full.extend_from_slice(args);
-                run("gobgp", &full)?
-            }
-            Kind::Frr => {
-                let sock = d("frr");
-                let mut full = vec!["--vty_socket", sock.as_str()];
-                for a in args {
-                    full.push("-c");
-                    full.push(a);
-                }
-                run("vtysh", &full)?
-            }
-        };
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        cli_at(self.kind, &self.dir, args)
     }
 
     /// The daemon's log so far (for failure messages).
@@ -170,10 +162,55 @@ impl Peer {
         self.daemon.kill();
     }
 
+    /// Leaves the daemon running after this guard is gone; returns its PID.
+    pub fn detach(self) -> Option<u32> {
+        self.daemon.detach()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.daemon.pid()
+    }
+
+    /// The kind of daemon.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
     /// Stops the daemon now (it is also stopped on drop).
     pub fn stop(&mut self) {
         self.daemon.stop(Duration::from_secs(5));
     }
+}
+
+/// Runs the CLI of a `kind` daemon whose files are in `dir` (as [`Peer::start`] lays
+/// them out), whether or not this process started it.
+pub fn cli_at(kind: Kind, dir: &Path, args: &[&str]) -> Result<String> {
+    let d = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let out = match kind {
+        Kind::Bird => {
+            let sock = d("bird.ctl");
+            let mut full = vec!["-s", sock.as_str()];
+            full.extend_from_slice(args);
+            run("birdc", &full)?
+        }
+        Kind::Gobgp => {
+            let target = format!("unix://{}", d("gobgp.sock"));
+            let mut full = vec!["--target", target.as_str()];
+            full.extend_from_slice(args);
+            run("gobgp", &full)?
+        }
+        Kind::Frr => {
+            let sock = d("frr");
+            let mut full = vec!["--vty_socket", sock.as_str()];
+            for a in args {
+                full.push("-c");
+                full.push(a);
+            }
+            run("vtysh", &full)?
+        }
+    };
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Polls `ok` every 200 ms until it holds or `timeout` passes.

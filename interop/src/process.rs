@@ -54,6 +54,12 @@ impl Daemon {
         &self.label
     }
 
+    /// Gives up ownership: the process keeps running after this guard (and the program
+    /// that started it) is gone. Returns its PID, for whoever stops it later.
+    pub fn detach(mut self) -> Option<u32> {
+        self.child.take().map(|c| c.id())
+    }
+
     /// Whether it is still running (a zombie counts as exited).
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {

@@ -1,10 +1,11 @@
-//! `tern-lab`: builds and drives labs of network namespaces. Today: `capture`, which
-//! records BIRD 2, GoBGP and FRR talking BGP (the codec's golden fixtures).
+//! `tern-lab`: builds and drives labs of network namespaces: `up` a Calico-style cluster
+//! (tern nodes, pods, a ToR), `status`, `ping` (every pod to every pod), `down`; and
+//! `capture`, which records BIRD 2, GoBGP and FRR talking BGP (the codec's fixtures).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(name = "tern-lab", version, about = "Network-namespace labs for tern")]
@@ -13,8 +14,78 @@ struct Cli {
     command: Command,
 }
 
+#[derive(Args, Clone)]
+struct Where {
+    /// Directory of the lab's configs, logs and state.
+    #[arg(long, default_value = "/tmp/tern-lab")]
+    dir: PathBuf,
+    /// Prefix of the lab's namespace names.
+    #[arg(long, default_value = "tl-")]
+    prefix: String,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Tor {
+    Bird,
+    Frr,
+    Gobgp,
+}
+
+#[derive(Args)]
+struct Up {
+    #[command(flatten)]
+    place: Where,
+    /// Number of nodes.
+    #[arg(long, default_value_t = 4)]
+    nodes: usize,
+    /// Node-to-node mesh (the default).
+    #[arg(long, conflicts_with_all = ["route_reflectors", "bird_reflector"])]
+    mesh: bool,
+    /// The first K nodes are tern route reflectors; the rest are their clients.
+    #[arg(long, value_name = "K", conflicts_with = "bird_reflector")]
+    route_reflectors: Option<usize>,
+    /// A BIRD route reflector with every node as its client.
+    #[arg(long)]
+    bird_reflector: bool,
+    /// A top-of-rack router peering with every node (eBGP).
+    #[arg(long)]
+    tor: Option<Tor>,
+    /// Pods per node.
+    #[arg(long, default_value_t = 2)]
+    pods: usize,
+    /// Pods per node with an address borrowed from the next node's block.
+    #[arg(long, default_value_t = 0)]
+    borrowed: usize,
+    /// Dual stack (IPv6 addresses, pool, sessions and pods too).
+    #[arg(long)]
+    ipv6: bool,
+    /// How many of the nodes (the last ones) run BIRD configured as Calico's confd does.
+    #[arg(long, default_value_t = 0)]
+    bird_nodes: usize,
+    /// How many nodes sit on another subnet behind a router (no layer-2 reachability).
+    #[arg(long, default_value_t = 0)]
+    far_nodes: usize,
+    /// Graceful-restart time of the mesh sessions, seconds.
+    #[arg(long)]
+    restart_time: Option<u32>,
+    /// The tern binary (default: next to tern-lab, then PATH).
+    #[arg(long)]
+    tern: Option<PathBuf>,
+    /// Seconds to wait for the cluster to converge.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Build a cluster in namespaces and start it; it keeps running until `down`.
+    Up(Up),
+    /// Show every node's `tern status` (and the ToR's sessions).
+    Status(Where),
+    /// Ping every pod from every other pod and print the matrix.
+    Ping(Where),
+    /// Stop everything the lab started and delete its namespaces.
+    Down(Where),
     /// Run BIRD, GoBGP and FRR in namespaces and capture their BGP messages to a pcap.
     Capture {
         /// Directory to write bird-gobgp-frr.pcap into.
@@ -28,33 +99,267 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Capture { out, prefix } => capture(&out, &prefix),
+    #[cfg(target_os = "linux")]
+    {
+        if let Err(reason) = tern_interop::lab_available() {
+            eprintln!("tern-lab: {reason}");
+            return ExitCode::from(2);
+        }
+        match cli.command {
+            Command::Up(up) => linux::up(up),
+            Command::Status(w) => linux::status(&w),
+            Command::Ping(w) => linux::ping(&w),
+            Command::Down(w) => linux::down(&w),
+            Command::Capture { out, prefix } => linux::capture(&out, &prefix),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cli;
+        eprintln!("tern-lab: network namespaces exist only on Linux");
+        ExitCode::from(2)
     }
 }
 
 #[cfg(target_os = "linux")]
-fn capture(out: &std::path::Path, prefix: &str) -> ExitCode {
-    if let Err(reason) = tern_interop::lab_available() {
-        eprintln!("tern-lab capture: {reason}");
-        return ExitCode::from(2);
-    }
-    match tern_interop::capture::capture_fixtures(out, prefix) {
-        Ok(files) => {
-            for f in files {
-                println!("{}", f.display());
-            }
-            ExitCode::SUCCESS
+mod linux {
+    use std::process::ExitCode;
+    use std::time::Duration;
+
+    use tern_interop::lab::{self, state, LabSpec, NodeKind, Topology};
+    use tern_interop::peers::{self, Kind};
+
+    use super::{Tor, Up, Where};
+
+    pub fn up(a: Up) -> ExitCode {
+        let w = &a.place;
+        if w.dir.join(state::FILE).exists() {
+            eprintln!(
+                "tern-lab up: a lab is already up in {} (remove it with `tern-lab down`)",
+                w.dir.display()
+            );
+            return ExitCode::FAILURE;
         }
-        Err(e) => {
-            eprintln!("tern-lab capture: {e}");
+        let left = state::namespaces_with_prefix(&w.prefix);
+        if !left.is_empty() {
+            eprintln!(
+                "tern-lab up: namespaces named {}* exist ({}); remove them with `tern-lab down --prefix {}`",
+                w.prefix,
+                left.join(" "),
+                w.prefix
+            );
+            return ExitCode::FAILURE;
+        }
+        let mut spec = LabSpec::new(
+            &w.prefix,
+            &w.dir,
+            &a.tern.unwrap_or_else(lab::find_tern),
+            a.nodes,
+        );
+        spec.topology = match (a.route_reflectors, a.bird_reflector) {
+            (Some(k), _) => Topology::RouteReflectors(k),
+            (None, true) => Topology::BirdReflector,
+            (None, false) => Topology::Mesh,
+        };
+        spec.tor = a.tor.map(|t| match t {
+            Tor::Bird => Kind::Bird,
+            Tor::Frr => Kind::Frr,
+            Tor::Gobgp => Kind::Gobgp,
+        });
+        spec.pods = a.pods;
+        spec.borrowed = a.borrowed;
+        spec.ipv6 = a.ipv6;
+        spec.bird_nodes = a.bird_nodes;
+        spec.far_nodes = a.far_nodes;
+        spec.restart_time = a.restart_time;
+        let lab = match lab::Lab::up(spec) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("tern-lab up: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("{}", describe(&lab));
+        let converged = lab.wait_converged(Duration::from_secs(a.timeout));
+        match &converged {
+            Ok(t) => println!(
+                "converged {:.1} s after start: every node's FIB holds every other node's blocks{}",
+                t.as_secs_f64(),
+                if lab.spec().tor.is_some() {
+                    " and the ToR's prefix"
+                } else {
+                    ""
+                }
+            ),
+            Err(e) => eprintln!("tern-lab up: {e}"),
+        }
+        match lab.detach() {
+            Ok(path) => println!(
+                "lab state: {}\nnext: tern-lab status | tern-lab ping | tern-lab down   (logs in {})",
+                path.display(),
+                w.dir.display()
+            ),
+            Err(e) => {
+                eprintln!("tern-lab up: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        if converged.is_ok() {
+            ExitCode::SUCCESS
+        } else {
             ExitCode::FAILURE
         }
     }
-}
 
-#[cfg(not(target_os = "linux"))]
-fn capture(_out: &std::path::Path, _prefix: &str) -> ExitCode {
-    eprintln!("tern-lab capture: network namespaces exist only on Linux");
-    ExitCode::from(2)
+    fn describe(lab: &lab::Lab) -> String {
+        let s = lab.spec();
+        let mut out = format!(
+            "lab {}: {} nodes ({}), AS {}, pools {}{}{}\n",
+            s.prefix,
+            s.nodes,
+            match s.topology {
+                Topology::Mesh => "node-to-node mesh".to_string(),
+                Topology::RouteReflectors(k) => format!("{k} tern route reflectors"),
+                Topology::BirdReflector => "BIRD route reflector".to_string(),
+            },
+            lab::plan::CLUSTER_AS,
+            lab::plan::POOL_V4,
+            if s.ipv6 {
+                format!(", {}", lab::plan::POOL_V6)
+            } else {
+                String::new()
+            },
+            match s.tor {
+                Some(k) => format!(", ToR {} at {} (AS {})", k.name(), lab::plan::TOR_V4, lab::plan::TOR_AS),
+                None => String::new(),
+            }
+        );
+        for n in lab.nodes() {
+            out.push_str(&format!(
+                "  {:<8} {:<5} {:<15} block {}{}{}  pods {}\n",
+                n.name,
+                match n.kind {
+                    NodeKind::Tern => "tern",
+                    NodeKind::CalicoBird => "bird",
+                },
+                n.v4,
+                n.block_v4,
+                n.block_v6.as_ref().map(|b| format!(" {b}")).unwrap_or_default(),
+                if n.reflector { " (reflector)" } else { "" },
+                n.pods
+                    .iter()
+                    .map(|p| if p.borrowed() {
+                        format!("{}*", p.v4)
+                    } else {
+                        p.v4.clone()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        if s.borrowed > 0 {
+            out.push_str("  (* borrowed from the next node's block)\n");
+        }
+        out
+    }
+
+    fn load(w: &Where) -> Result<state::State, ExitCode> {
+        state::State::load(&w.dir).map_err(|e| {
+            eprintln!("tern-lab: {e}");
+            ExitCode::FAILURE
+        })
+    }
+
+    pub fn status(w: &Where) -> ExitCode {
+        let st = match load(w) {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let mut ok = true;
+        for n in &st.nodes {
+            println!("== {} ({}, {}) ==", n.name, n.runs, n.v4);
+            if n.runs == "tern" {
+                let (code, out) = lab::probe::tern_cli(&st.tern, &n.socket, &["status"]);
+                ok &= code == 0;
+                println!("{}", out.trim_end());
+            } else if let Some(dir) = n.socket.parent() {
+                match peers::cli_at(Kind::Bird, dir, Kind::Bird.summary_command()) {
+                    Ok(out) => println!("{}", out.trim_end()),
+                    Err(e) => {
+                        ok = false;
+                        println!("{e}");
+                    }
+                }
+            }
+            println!();
+        }
+        if let Some((kind, dir)) = &st.tor {
+            if let Some(k) = Kind::from_name(kind) {
+                println!("== ToR ({kind}) ==");
+                match peers::cli_at(k, dir, k.summary_command()) {
+                    Ok(out) => println!("{}", out.trim_end()),
+                    Err(e) => {
+                        ok = false;
+                        println!("{e}");
+                    }
+                }
+            }
+        }
+        if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+
+    pub fn ping(w: &Where) -> ExitCode {
+        let st = match load(w) {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        match lab::probe::ping_matrix(&st.pod_plans(), st.ipv6) {
+            Ok(m) => {
+                print!("{}", m.render());
+                if m.failures().is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("tern-lab ping: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    pub fn down(w: &Where) -> ExitCode {
+        let namespaces = match state::State::load(&w.dir) {
+            Ok(st) => st.namespaces,
+            Err(_) => state::namespaces_with_prefix(&w.prefix),
+        };
+        if namespaces.is_empty() {
+            println!("no lab in {} and no namespace named {}*", w.dir.display(), w.prefix);
+            return ExitCode::SUCCESS;
+        }
+        let (stopped, deleted) = state::down(&namespaces);
+        let _ = std::fs::remove_file(w.dir.join(state::FILE));
+        println!("stopped {stopped} processes, deleted {deleted} namespaces");
+        ExitCode::SUCCESS
+    }
+
+    pub fn capture(out: &std::path::Path, prefix: &str) -> ExitCode {
+        match tern_interop::capture::capture_fixtures(out, prefix) {
+            Ok(files) => {
+                for f in files {
+                    println!("{}", f.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tern-lab capture: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
 }

@@ -1,0 +1,280 @@
+//! Configurations of the non-tern routers in a lab: the top-of-rack router (BIRD, FRR or
+//! GoBGP), a node running BIRD the way Calico's confd templates configure it, and a BIRD
+//! route reflector. Pure text generation, unit-tested with the plan.
+
+use std::fmt::Write as _;
+
+use super::plan::{
+    LabSpec, NodeKind, NodePlan, BIRD_RR_V4, CLUSTER_AS, POOL_V4, POOL_V6, TOR_AS,
+    TOR_PREFIX_V4, TOR_PREFIX_V6, TOR_V4, TOR_V6,
+};
+use crate::peers::Kind;
+
+/// The ToR's neighbours: every node on the main subnet, IPv4 and (dual stack) IPv6,
+/// with a name for the session.
+fn tor_neighbours(spec: &LabSpec) -> Vec<(String, bool, String)> {
+    let mut out = Vec::new();
+    for n in spec.node_plans().iter().filter(|n| !n.far) {
+        out.push((n.v4.clone(), false, format!("node_{}", n.index)));
+        if let Some(v6) = &n.v6 {
+            out.push((v6.clone(), true, format!("node_{}_v6", n.index)));
+        }
+    }
+    out
+}
+
+/// The ToR's configuration for `kind` (AS 65001, announcing 198.18.100.0/24 and, dual
+/// stack, 2001:db8:ff00::/48; learning everything). GoBGP's routes are added through
+/// its CLI after it starts: see [`gobgp_announcements`].
+pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
+    let peers = tor_neighbours(spec);
+    let mut c = String::new();
+    match kind {
+        Kind::Bird => {
+            let _ = writeln!(
+                c,
+                "log stderr all;\nrouter id {TOR_V4};\nprotocol device {{ }}\n\
+                 protocol static {{ ipv4; route {TOR_PREFIX_V4} blackhole; }}"
+            );
+            if spec.ipv6 {
+                let _ = writeln!(
+                    c,
+                    "protocol static {{ ipv6; route {TOR_PREFIX_V6} blackhole; }}"
+                );
+            }
+            let _ = writeln!(
+                c,
+                "template bgp node {{ local as {TOR_AS}; hold time 9; keepalive time 3; \
+                 connect retry time 1; error wait time 1,4; graceful restart on; }}"
+            );
+            for (addr, v6, name) in &peers {
+                let fam = if *v6 { "ipv6" } else { "ipv4" };
+                let _ = writeln!(
+                    c,
+                    "protocol bgp {name} from node {{ neighbor {addr} as {CLUSTER_AS}; \
+                     {fam} {{ import all; export where source = RTS_STATIC; }}; }}"
+                );
+            }
+        }
+        Kind::Frr => {
+            let _ = writeln!(
+                c,
+                "frr defaults traditional\nhostname tor\nlog stdout\nrouter bgp {TOR_AS}\n \
+                 bgp router-id {TOR_V4}\n no bgp ebgp-requires-policy\n \
+                 no bgp network import-check\n no bgp default ipv4-unicast\n \
+                 bgp graceful-restart\n timers bgp 3 9"
+            );
+            for (addr, _, _) in &peers {
+                let _ = writeln!(
+                    c,
+                    " neighbor {addr} remote-as {CLUSTER_AS}\n neighbor {addr} timers connect 1"
+                );
+            }
+            let _ = writeln!(
+                c,
+                " address-family ipv4 unicast\n  network {TOR_PREFIX_V4}"
+            );
+            for (addr, _, _) in peers.iter().filter(|p| !p.1) {
+                let _ = writeln!(c, "  neighbor {addr} activate");
+            }
+            c.push_str(" exit-address-family\n");
+            if spec.ipv6 {
+                let _ = writeln!(
+                    c,
+                    " address-family ipv6 unicast\n  network {TOR_PREFIX_V6}"
+                );
+                for (addr, _, _) in peers.iter().filter(|p| p.1) {
+                    let _ = writeln!(c, "  neighbor {addr} activate");
+                }
+                c.push_str(" exit-address-family\n");
+            }
+        }
+        Kind::Gobgp => {
+            let _ = writeln!(
+                c,
+                "[global.config]\n  as = {TOR_AS}\n  router-id = \"{TOR_V4}\"\n  \
+                 local-address-list = [\"{TOR_V4}\"{}]",
+                if spec.ipv6 {
+                    format!(", \"{TOR_V6}\"")
+                } else {
+                    String::new()
+                }
+            );
+            for (addr, v6, _) in &peers {
+                let fam = if *v6 { "ipv6-unicast" } else { "ipv4-unicast" };
+                let _ = writeln!(
+                    c,
+                    "[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{addr}\"\n    \
+                     peer-as = {CLUSTER_AS}\n  [neighbors.timers.config]\n    hold-time = 9\n    \
+                     keepalive-interval = 3\n    connect-retry = 1\n  \
+                     [neighbors.graceful-restart.config]\n    enabled = true\n    \
+                     restart-time = 120\n  [[neighbors.afi-safis]]\n    \
+                     [neighbors.afi-safis.config]\n      afi-safi-name = \"{fam}\""
+                );
+            }
+        }
+    }
+    c
+}
+
+/// The `gobgp` CLI commands that make a GoBGP ToR announce its prefixes.
+pub fn gobgp_announcements(spec: &LabSpec) -> Vec<Vec<String>> {
+    let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    let mut out = vec![words(&format!("global rib add {TOR_PREFIX_V4}"))];
+    if spec.ipv6 {
+        out.push(words(&format!(
+            "global rib -a ipv6 add {TOR_PREFIX_V6} nexthop {TOR_V6}"
+        )));
+    }
+    out
+}
+
+/// Where a route learned by the ToR for `prefix` must point: the ToR's CLI command and
+/// the text its answer contains when the route is there with `next_hop`.
+pub fn tor_route_query(kind: Kind, prefix: &str) -> Vec<String> {
+    let v6 = prefix.contains(':');
+    let s: Vec<&str> = match kind {
+        Kind::Bird => vec![
+            "show",
+            "route",
+            "for",
+            prefix.split('/').next().unwrap_or(prefix),
+        ],
+        Kind::Gobgp => {
+            if v6 {
+                vec!["global", "rib", "-a", "ipv6", prefix]
+            } else {
+                vec!["global", "rib", prefix]
+            }
+        }
+        Kind::Frr => {
+            return vec![format!(
+                "show bgp {} unicast {prefix}",
+                if v6 { "ipv6" } else { "ipv4" }
+            )]
+        }
+    };
+    s.into_iter().map(String::from).collect()
+}
+
+/// A node running BIRD 2 the way Calico's confd templates (`bird.cfg`, `bird_aggr.cfg`,
+/// `bird_ipam.cfg`, `bird6.cfg`) configure BIRD: the block as a static blackhole, the
+/// export filter that sends the block and pool routes but nothing beneath the block,
+/// kernel learning (so routes to `cali*` workload interfaces are picked up) and
+/// programming, `direct` without `cali*`, the mesh template (multihop, recursive
+/// gateway, add paths, graceful restart, Calico's timers) and passive toward peers whose
+/// address is greater as text, as the template decides.
+pub fn calico_bird_config(spec: &LabSpec, me: &NodePlan) -> String {
+    let nodes = spec.node_plans();
+    let mut c = format!(
+        "# Calico confd's bird.cfg / bird_aggr.cfg / bird_ipam.cfg, in BIRD 2 syntax.\n\
+         log stderr all;\nrouter id {};\n",
+        me.v4
+    );
+    let families: Vec<(&str, &str, &str, &str)> = {
+        let mut f = vec![("ipv4", "", me.block_v4.as_str(), POOL_V4)];
+        if let (Some(_), Some(b)) = (&me.v6, &me.block_v6) {
+            f.push(("ipv6", "6", b.as_str(), POOL_V6));
+        }
+        f
+    };
+    for (fam, sfx, block, pool) in &families {
+        let _ = write!(
+            c,
+            "protocol static static{sfx} {{ {fam}; route {block} blackhole; }}\n\
+             filter calico_export_to_bgp_peers{sfx} {{\n  \
+               if ( net = {block} ) then accept;\n  \
+               if ( net ~ {block} ) then reject;\n  \
+               if ( net ~ {pool} ) then accept;\n  reject;\n}}\n\
+             filter calico_kernel_programming{sfx} {{ accept; }}\n\
+             protocol kernel kernel{sfx} {{\n  learn;\n  persist;\n  scan time 2;\n  \
+               graceful restart;\n  merge paths on;\n  \
+               {fam} {{ import all; export filter calico_kernel_programming{sfx}; }};\n}}\n"
+        );
+    }
+    let _ = write!(
+        c,
+        "protocol device {{ scan time 2; }}\n\
+         protocol direct {{ ipv4;{} interface -\"cali*\", \"*\"; }}\n",
+        if me.v6.is_some() { " ipv6;" } else { "" }
+    );
+    for (fam, sfx, _, _) in &families {
+        let source = if *sfx == "6" {
+            me.v6.clone().unwrap_or_default()
+        } else {
+            me.v4.clone()
+        };
+        let _ = write!(
+            c,
+            "template bgp bgp_template{sfx} {{\n  local as {CLUSTER_AS};\n  multihop;\n  \
+               source address {source};\n  graceful restart;\n  connect delay time 2;\n  \
+               connect retry time 5;\n  error wait time 5,30;\n  \
+               {fam} {{ gateway recursive; import all; \
+               export filter calico_export_to_bgp_peers{sfx}; add paths on; }};\n}}\n"
+        );
+    }
+    for other in nodes.iter().filter(|o| o.index != me.index) {
+        let mut pairs = vec![("", me.v4.clone(), other.v4.clone())];
+        if let (Some(a), Some(b)) = (&me.v6, &other.v6) {
+            pairs.push(("6", a.clone(), b.clone()));
+        }
+        for (sfx, mine, theirs) in pairs {
+            let name = theirs.replace(['.', ':'], "_");
+            let passive = if theirs > mine {
+                " passive on; # Mesh is unidirectional, peer will connect to us."
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                c,
+                "protocol bgp Mesh_{name} from bgp_template{sfx} {{ neighbor {theirs} as {CLUSTER_AS};{passive} }}"
+            );
+        }
+    }
+    if spec.tor.is_some() {
+        let _ = writeln!(
+            c,
+            "protocol bgp Global_tor from bgp_template {{ neighbor {TOR_V4} as {TOR_AS}; }}"
+        );
+        if me.v6.is_some() {
+            let _ = writeln!(
+                c,
+                "protocol bgp Global_tor6 from bgp_template6 {{ neighbor {TOR_V6} as {TOR_AS}; }}"
+            );
+        }
+    }
+    c
+}
+
+/// A BIRD route reflector for every tern node (its clients), IPv4 and dual-stack IPv6.
+pub fn bird_reflector_config(spec: &LabSpec) -> String {
+    let mut c = format!(
+        "log stderr all;\nrouter id {BIRD_RR_V4};\nprotocol device {{ }}\n\
+         protocol direct {{ ipv4;{} }}\n\
+         template bgp client {{ local as {CLUSTER_AS}; rr client; rr cluster id {BIRD_RR_V4}; \
+         hold time 9; keepalive time 3; connect retry time 1; error wait time 1,4; \
+         graceful restart on; }}\n",
+        if spec.ipv6 { " ipv6;" } else { "" }
+    );
+    for n in spec
+        .node_plans()
+        .iter()
+        .filter(|n| n.kind == NodeKind::Tern && !n.far)
+    {
+        let _ = writeln!(
+            c,
+            "protocol bgp c{} from client {{ neighbor {} as {CLUSTER_AS}; \
+             ipv4 {{ import all; export all; }}; }}",
+            n.index, n.v4
+        );
+        if let Some(v6) = &n.v6 {
+            let _ = writeln!(
+                c,
+                "protocol bgp c{}v6 from client {{ neighbor {v6} as {CLUSTER_AS}; \
+                 ipv6 {{ import all; export all; }}; }}",
+                n.index
+            );
+        }
+    }
+    c
+}

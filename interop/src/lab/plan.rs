@@ -1,0 +1,480 @@
+//! The plan of a lab: every name, address and block derived from a [`LabSpec`], and the
+//! Calico resources (`cluster.yaml`) and per-node `tern.yaml` that describe it. Pure
+//! functions, so the plan is unit-tested without namespaces.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::peers::Kind;
+use crate::{Error, Result};
+
+/// The cluster's AS (Calico's default).
+pub const CLUSTER_AS: u32 = 64512;
+/// The top-of-rack router's AS.
+pub const TOR_AS: u32 = 65001;
+/// What the ToR announces to the nodes.
+pub const TOR_PREFIX_V4: &str = "198.18.100.0/24";
+/// What the ToR announces to the nodes over IPv6.
+pub const TOR_PREFIX_V6: &str = "2001:db8:ff00::/48";
+/// The ToR's addresses on the nodes' LAN.
+pub const TOR_V4: &str = "198.51.100.1";
+/// The ToR's IPv6 address.
+pub const TOR_V6: &str = "2001:db8:100::1";
+/// A BIRD route reflector's addresses (topology [`Topology::BirdReflector`]).
+pub const BIRD_RR_V4: &str = "198.51.100.2";
+/// The BIRD route reflector's IPv6 address.
+pub const BIRD_RR_V6: &str = "2001:db8:100::2";
+/// The LAN's router (the switch namespace): every node's default gateway.
+pub const GATEWAY_V4: &str = "198.51.100.254";
+/// The router's IPv6 address on the nodes' LAN.
+pub const GATEWAY_V6: &str = "2001:db8:100::fe";
+/// The router's address on the second subnet, where "far" nodes sit.
+pub const FAR_GATEWAY_V4: &str = "203.0.113.254";
+/// The router's IPv6 address on the second subnet.
+pub const FAR_GATEWAY_V6: &str = "2001:db8:200::fe";
+/// The IPv4 pool; every node's /26 block is inside it.
+pub const POOL_V4: &str = "198.18.0.0/16";
+/// The IPv6 pool; every node's /122 block is inside it.
+pub const POOL_V6: &str = "2001:db8:4000::/48";
+/// Cluster id of tern route reflectors.
+pub const RR_CLUSTER_ID: &str = "198.51.100.250";
+/// The pod's gateway, answered by proxy ARP on the host side of its veth (Calico's).
+pub const POD_GATEWAY_V4: &str = "169.254.1.1";
+/// MAC of the host side of every pod veth (Calico's), whose EUI-64 link-local address
+/// is the pods' IPv6 gateway.
+pub const HOST_VETH_MAC: &str = "ee:ee:ee:ee:ee:ee";
+/// The link-local address that [`HOST_VETH_MAC`] gives.
+pub const POD_GATEWAY_V6: &str = "fe80::ecee:eeff:feee:eeee";
+
+/// Most nodes a lab can have: blocks are 198.18.N.0/26 below the ToR's 198.18.100.0/24.
+pub const MAX_NODES: usize = 99;
+/// Most pods (own or borrowed) per node: they share a /26 with room to spare.
+pub const MAX_PODS: usize = 30;
+
+/// How the nodes peer with each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// Calico's node-to-node mesh.
+    Mesh,
+    /// The first K nodes are tern route reflectors (label `route-reflector: "true"`,
+    /// a cluster id); every node peers with them; no mesh.
+    RouteReflectors(usize),
+    /// A BIRD route reflector (its own namespace) and tern clients; no mesh.
+    BirdReflector,
+}
+
+/// What runs on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// `tern run`.
+    Tern,
+    /// BIRD 2 configured the way Calico's confd templates configure it.
+    CalicoBird,
+}
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct LabSpec {
+    /// Prefix of every namespace name (keeps parallel labs apart).
+    pub prefix: String,
+    /// Directory for configs, sockets and logs.
+    pub dir: PathBuf,
+    /// The `tern` binary.
+    pub tern: PathBuf,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// How many of the nodes (the last ones) run Calico-style BIRD instead of tern.
+    pub bird_nodes: usize,
+    /// How many of the nodes (the last tern ones) sit on another subnet (203.0.113.0/24)
+    /// behind a router: no layer-2 reachability to the others.
+    pub far_nodes: usize,
+    /// Peering.
+    pub topology: Topology,
+    /// A top-of-rack router peering with every node (eBGP, AS 65001).
+    pub tor: Option<Kind>,
+    /// Pods per node, with addresses from the node's own block.
+    pub pods: usize,
+    /// Pods per node with an address borrowed from the next node's block.
+    pub borrowed: usize,
+    /// Dual stack: IPv6 addresses, pool, blocks, pods and sessions too.
+    pub ipv6: bool,
+    /// Graceful-restart time of the mesh sessions (`nodeMeshMaxRestartTime`), seconds.
+    pub restart_time: Option<u32>,
+}
+
+impl LabSpec {
+    /// A spec with the defaults: `nodes` tern nodes in a mesh, no ToR, one pod each.
+    pub fn new(prefix: &str, dir: &Path, tern: &Path, nodes: usize) -> LabSpec {
+        LabSpec {
+            prefix: prefix.to_string(),
+            dir: dir.to_path_buf(),
+            tern: tern.to_path_buf(),
+            nodes,
+            bird_nodes: 0,
+            far_nodes: 0,
+            topology: Topology::Mesh,
+            tor: None,
+            pods: 1,
+            borrowed: 0,
+            ipv6: false,
+            restart_time: None,
+        }
+    }
+
+    /// Refuses specs the address plan cannot hold, naming the option.
+    pub fn check(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::Spec(what));
+        if self.nodes == 0 || self.nodes > MAX_NODES {
+            return bad(format!("--nodes {}: between 1 and {MAX_NODES}", self.nodes));
+        }
+        if self.pods > MAX_PODS || self.borrowed > MAX_PODS {
+            return bad(format!(
+                "--pods {} / --borrowed {}: at most {MAX_PODS} each",
+                self.pods, self.borrowed
+            ));
+        }
+        if self.borrowed > 0 && self.nodes < 2 {
+            return bad("--borrowed needs at least 2 nodes (an address is borrowed from another node's block)".into());
+        }
+        if self.bird_nodes + self.far_nodes >= self.nodes {
+            return bad("at least one node must be a tern node on the main subnet".into());
+        }
+        if let Topology::RouteReflectors(k) = self.topology {
+            if k == 0 || k >= self.nodes || k > self.nodes - self.bird_nodes {
+                return bad(format!(
+                    "--route-reflectors {k}: between 1 and the number of tern nodes minus one"
+                ));
+            }
+        }
+        if self.bird_nodes > 0 && self.topology != Topology::Mesh {
+            return bad("Calico-style BIRD nodes join a mesh only".into());
+        }
+        if self.prefix.is_empty()
+            || self.prefix.len() > 8
+            || !self
+                .prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return bad(format!(
+                "--prefix {:?}: 1 to 8 letters, digits or '-'",
+                self.prefix
+            ));
+        }
+        Ok(())
+    }
+
+    /// The switch namespace (bridges, and the router between the two subnets).
+    pub fn switch_ns(&self) -> String {
+        format!("{}sw", self.prefix)
+    }
+
+    /// The ToR's namespace.
+    pub fn tor_ns(&self) -> String {
+        format!("{}tor", self.prefix)
+    }
+
+    /// The BIRD route reflector's namespace.
+    pub fn rr_ns(&self) -> String {
+        format!("{}rr", self.prefix)
+    }
+
+    /// The shared `cluster.yaml`.
+    pub fn cluster_file(&self) -> PathBuf {
+        self.dir.join("cluster.yaml")
+    }
+
+    /// Every node's plan, in order.
+    pub fn node_plans(&self) -> Vec<NodePlan> {
+        (1..=self.nodes).map(|i| self.node_plan(i)).collect()
+    }
+
+    fn node_plan(&self, i: usize) -> NodePlan {
+        let n = self.nodes;
+        let kind = if i > n - self.bird_nodes {
+            NodeKind::CalicoBird
+        } else {
+            NodeKind::Tern
+        };
+        let far = kind == NodeKind::Tern && i > n - self.bird_nodes - self.far_nodes;
+        let (net4, net6) = if far {
+            ("203.0.113", "2001:db8:200")
+        } else {
+            ("198.51.100", "2001:db8:100")
+        };
+        let mut pods = Vec::new();
+        for j in 1..=self.pods {
+            pods.push(self.pod(i, i, j, j, 'p'));
+        }
+        // Borrowed addresses come from the next node's block (the last node borrows
+        // from the first), above the own pods' range.
+        let owner = i % n + 1;
+        if kind == NodeKind::Tern && owner != i {
+            for k in 1..=self.borrowed {
+                pods.push(self.pod(i, owner, k, 32 + k, 'b'));
+            }
+        }
+        NodePlan {
+            index: i,
+            name: format!("node-{i}"),
+            ns: format!("{}n{i}", self.prefix),
+            kind,
+            far,
+            v4: format!("{net4}.{}", 10 + i),
+            v6: self.ipv6.then(|| format!("{net6}::{}", 10 + i)),
+            block_v4: format!("198.18.{i}.0/26"),
+            block_v6: self.ipv6.then(|| format!("2001:db8:4000:{i:x}::/122")),
+            reflector: matches!(self.topology, Topology::RouteReflectors(k) if i <= k),
+            dir: self.dir.join(format!("node-{i}")),
+            pods,
+        }
+    }
+
+    fn pod(&self, node: usize, owner: usize, j: usize, ordinal: usize, tag: char) -> PodPlan {
+        PodPlan {
+            name: format!("node-{node}/{}{j}", if tag == 'p' { "pod-" } else { "borrowed-" }),
+            ns: format!("{}n{node}{tag}{j}", self.prefix),
+            host_if: format!("cali{node}{tag}{j}"),
+            node,
+            owner,
+            ordinal,
+            v4: format!("198.18.{owner}.{ordinal}"),
+            v6: self
+                .ipv6
+                .then(|| format!("2001:db8:4000:{owner:x}::{ordinal:x}")),
+        }
+    }
+}
+
+/// One node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePlan {
+    /// 1-based index.
+    pub index: usize,
+    /// Its Node resource name (`node-3`).
+    pub name: String,
+    /// Its namespace.
+    pub ns: String,
+    /// What runs on it.
+    pub kind: NodeKind,
+    /// On the second subnet, behind the router.
+    pub far: bool,
+    /// Its IPv4 address (a /24 on its subnet).
+    pub v4: String,
+    /// Its IPv6 address (a /64), when dual stack.
+    pub v6: Option<String>,
+    /// Its IPv4 block.
+    pub block_v4: String,
+    /// Its IPv6 block.
+    pub block_v6: Option<String>,
+    /// A tern route reflector.
+    pub reflector: bool,
+    /// Its directory (tern.yaml, socket, log).
+    pub dir: PathBuf,
+    /// Its pods, own then borrowed.
+    pub pods: Vec<PodPlan>,
+}
+
+impl NodePlan {
+    /// The control socket of its tern.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("tern.sock")
+    }
+
+    /// Its `tern.yaml`.
+    pub fn tern_yaml(&self, cluster: &Path) -> String {
+        format!(
+            "node: {}\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nmetrics: 127.0.0.1:9477\nlog: info\n",
+            self.name,
+            cluster.display(),
+            self.socket().display()
+        )
+    }
+
+    /// The gateway of its subnet.
+    pub fn gateway_v4(&self) -> &'static str {
+        if self.far {
+            FAR_GATEWAY_V4
+        } else {
+            GATEWAY_V4
+        }
+    }
+
+    /// The IPv6 gateway of its subnet.
+    pub fn gateway_v6(&self) -> &'static str {
+        if self.far {
+            FAR_GATEWAY_V6
+        } else {
+            GATEWAY_V6
+        }
+    }
+}
+
+/// One pod: a namespace with a veth to its node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodPlan {
+    /// `node-2/pod-1`, `node-2/borrowed-1`.
+    pub name: String,
+    /// Its namespace.
+    pub ns: String,
+    /// The host side of its veth, in the node's namespace (`cali*`, as Calico names them).
+    pub host_if: String,
+    /// The node it runs on.
+    pub node: usize,
+    /// The node whose block its address comes from (≠ `node` when borrowed).
+    pub owner: usize,
+    /// Its ordinal in the owner's block.
+    pub ordinal: usize,
+    /// Its IPv4 address.
+    pub v4: String,
+    /// Its IPv6 address.
+    pub v6: Option<String>,
+}
+
+impl PodPlan {
+    /// Whether its address is borrowed from another node's block.
+    pub fn borrowed(&self) -> bool {
+        self.owner != self.node
+    }
+}
+
+/// The Calico v3 resources of the lab, as `calicoctl get -o yaml` prints them.
+pub fn cluster_yaml(spec: &LabSpec) -> String {
+    let nodes = spec.node_plans();
+    let mut y = String::new();
+    let doc = |y: &mut String, kind: &str, meta: &str, spec: &str| {
+        let _ = write!(
+            y,
+            "---\napiVersion: projectcalico.org/v3\nkind: {kind}\nmetadata: {meta}\nspec:\n{spec}"
+        );
+    };
+    let mut bgp = format!(
+        "  asNumber: {CLUSTER_AS}\n  nodeToNodeMeshEnabled: {}\n",
+        spec.topology == Topology::Mesh
+    );
+    if let Some(t) = spec.restart_time {
+        let _ = writeln!(bgp, "  nodeMeshMaxRestartTime: {t}s");
+    }
+    doc(&mut y, "BGPConfiguration", "{name: default}", &bgp);
+    for n in &nodes {
+        let meta = if n.reflector {
+            format!("{{name: {}, labels: {{route-reflector: \"true\"}}}}", n.name)
+        } else {
+            format!("{{name: {}}}", n.name)
+        };
+        let mut s = format!("  bgp:\n    ipv4Address: {}/24\n", n.v4);
+        if let Some(v6) = &n.v6 {
+            let _ = writeln!(s, "    ipv6Address: \"{v6}/64\"");
+        }
+        if n.reflector {
+            let _ = writeln!(s, "    routeReflectorClusterID: {RR_CLUSTER_ID}");
+        }
+        doc(&mut y, "Node", &meta, &s);
+    }
+    let mut peer = |name: &str, ip: &str, asn: u32, timers: bool| {
+        let mut s = format!("  peerIP: \"{ip}\"\n  asNumber: {asn}\n");
+        if timers {
+            s.push_str("  holdTime: 9s\n  keepaliveTime: 3s\n");
+        }
+        doc(&mut y, "BGPPeer", &format!("{{name: {name}}}"), &s);
+    };
+    if spec.tor.is_some() {
+        peer("tor", TOR_V4, TOR_AS, true);
+        if spec.ipv6 {
+            peer("tor-v6", TOR_V6, TOR_AS, true);
+        }
+    }
+    if spec.topology == Topology::BirdReflector {
+        peer("bird-rr", BIRD_RR_V4, CLUSTER_AS, true);
+        if spec.ipv6 {
+            peer("bird-rr-v6", BIRD_RR_V6, CLUSTER_AS, true);
+        }
+    }
+    if let Topology::RouteReflectors(_) = spec.topology {
+        doc(
+            &mut y,
+            "BGPPeer",
+            "{name: peer-with-route-reflectors}",
+            "  nodeSelector: all()\n  peerSelector: route-reflector == 'true'\n",
+        );
+    }
+    doc(
+        &mut y,
+        "IPPool",
+        "{name: pods}",
+        &format!("  cidr: {POOL_V4}\n  blockSize: 26\n  ipipMode: Never\n"),
+    );
+    if spec.ipv6 {
+        doc(
+            &mut y,
+            "IPPool",
+            "{name: pods-v6}",
+            &format!("  cidr: \"{POOL_V6}\"\n  blockSize: 122\n"),
+        );
+    }
+    for n in &nodes {
+        let mut blocks = vec![("v4", n.block_v4.clone())];
+        if let Some(b) = &n.block_v6 {
+            blocks.push(("v6", b.clone()));
+        }
+        for (fam, block) in blocks {
+            doc(
+                &mut y,
+                "BlockAffinity",
+                &format!("{{name: {}-{fam}}}", n.name),
+                &format!(
+                    "  node: {}\n  cidr: \"{block}\"\n  state: confirmed\n",
+                    n.name
+                ),
+            );
+            doc(
+                &mut y,
+                "IPAMBlock",
+                &format!("{{name: {}-{fam}}}", n.name),
+                &ipam_block(&nodes, n, &block, fam == "v6"),
+            );
+        }
+    }
+    y
+}
+
+/// An IPAMBlock: every pod whose address lies in `owner`'s block, allocated to the
+/// node it runs on (Calico's `secondary.node` attribute: a borrowed address).
+fn ipam_block(nodes: &[NodePlan], owner: &NodePlan, block: &str, v6: bool) -> String {
+    // A /26 and a /122 both hold 64 addresses.
+    let mut allocations = vec!["null".to_string(); 64];
+    let mut attributes = String::new();
+    let mut index = 0;
+    for pod in nodes.iter().flat_map(|n| n.pods.iter()) {
+        if pod.owner != owner.index || (v6 && pod.v6.is_none()) {
+            continue;
+        }
+        if let Some(slot) = allocations.get_mut(pod.ordinal) {
+            *slot = index.to_string();
+            let _ = writeln!(
+                attributes,
+                "    - {{handle_id: \"{}{}\", secondary: {{node: node-{}}}}}",
+                pod.name.replace('/', "-"),
+                if v6 { "-v6" } else { "" },
+                pod.node
+            );
+            index += 1;
+        }
+    }
+    let mut s = format!(
+        "  cidr: \"{block}\"\n  affinity: \"host:{}\"\n  allocations: [{}]\n",
+        owner.name,
+        allocations.join(", ")
+    );
+    if attributes.is_empty() {
+        s.push_str("  attributes: []\n");
+    } else {
+        s.push_str("  attributes:\n");
+        s.push_str(&attributes);
+    }
+    s
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
