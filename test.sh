@@ -31,7 +31,12 @@ step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test (workspace)"
+rm -f target/tmp/lab-timings.txt
 cargo test --workspace --locked
+if [ -s target/tmp/lab-timings.txt ]; then
+  step "lab scenario timings (tests/lab_scenarios.rs)"
+  cat target/tmp/lab-timings.txt
+fi
 
 step "Windows: cargo check --target x86_64-pc-windows-gnu"
 if rustup target list --installed 2>/dev/null | grep -q '^x86_64-pc-windows-gnu$'; then

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what tern's build and tests need on a Debian/Ubuntu machine, only what is
 # missing: Rust components and targets, and the Debian packages of the test peers and
-# tools. Safe to run again. Usage: scripts/setup.sh [--minimal]
+# tools. Safe to run again. Usage: scripts/setup.sh [--minimal | --lab]
 #   --minimal   only what building and running `tern` needs (no test peers, no Windows)
+#   --lab       what `tern-lab up` needs: the peer daemons and ping (no Windows)
 set -euo pipefail
 
 minimal=0
+lab=0
 [ "${1:-}" = "--minimal" ] && minimal=1
+[ "${1:-}" = "--lab" ] && { minimal=1; lab=1; }
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 loud_skip() { printf '\n\033[1;33m*** SKIP: %s ***\033[0m\n\n' "$*" >&2; }
@@ -30,6 +33,9 @@ fi
 
 # --- Debian packages --------------------------------------------------------
 packages=(iproute2 protobuf-compiler)
+if [ $lab = 1 ]; then
+  packages+=(bird2 gobgpd frr iputils-ping)
+fi
 if [ $minimal = 0 ]; then
   packages+=(bird2 gobgpd frr exabgp etcd-server iputils-ping tshark tcpdump gcc-mingw-w64-x86-64 wine wine64)
 fi

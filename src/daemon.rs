@@ -143,18 +143,21 @@ async fn start_store(
     Ok((rx, name))
 }
 
-/// Starts the FIB task on this platform's backend.
-fn start_fib(cfg: &DaemonConfig) -> Result<mpsc::Sender<FibMsg>, String> {
+/// Starts the FIB task on this platform's backend. The `Notify` asks it to re-read
+/// the kernel (see [`fib_task::run`]).
+fn start_fib(cfg: &DaemonConfig) -> Result<(mpsc::Sender<FibMsg>, Arc<Notify>), String> {
     let (tx, rx) = mpsc::channel(64);
+    let resync = Arc::new(Notify::new());
+    let r = Arc::clone(&resync);
     if !cfg.fib.enabled {
-        tokio::spawn(fib_task::run(tern_fib::memory::MemoryFib::default(), rx));
-        return Ok(tx);
+        tokio::spawn(fib_task::run(tern_fib::memory::MemoryFib::default(), rx, r));
+        return Ok((tx, resync));
     }
     #[cfg(target_os = "linux")]
     {
         let fib = tern_fib::linux::LinuxFib::new(cfg.fib.route_protocol, cfg.fib.table)
             .map_err(|e| format!("cannot open the kernel FIB: {e}"))?;
-        tokio::spawn(fib_task::run(fib, rx));
+        tokio::spawn(fib_task::run(fib, rx, r));
     }
     #[cfg(windows)]
     {
@@ -166,13 +169,13 @@ fn start_fib(cfg: &DaemonConfig) -> Result<mpsc::Sender<FibMsg>, String> {
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let fib = tern_fib::windows::WindowsFib::new(dir.join("routes.record"))
             .map_err(|e| format!("cannot open the Windows FIB: {e}"))?;
-        tokio::spawn(fib_task::run(fib, rx));
+        tokio::spawn(fib_task::run(fib, rx, r));
     }
     #[cfg(not(any(target_os = "linux", windows)))]
     {
-        tokio::spawn(fib_task::run(tern_fib::memory::MemoryFib::default(), rx));
+        tokio::spawn(fib_task::run(tern_fib::memory::MemoryFib::default(), rx, r));
     }
-    Ok(tx)
+    Ok((tx, resync))
 }
 
 async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
@@ -184,7 +187,7 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     })?;
     let reload = Arc::new(Notify::new());
     let (mut store, store_name) = start_store(&cfg, reload.clone()).await?;
-    let fib = start_fib(&cfg)?;
+    let (fib, fib_resync) = start_fib(&cfg)?;
     let state = Arc::new(Mutex::new(State::new(store_name.clone())));
     let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
     tracing::info!(node = %cfg.node, datastore = %store_name, "tern starting");
@@ -248,9 +251,14 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     // Workload routes (Linux): borrowed addresses seen in the kernel.
     let (wtx, mut workload_rx) = mpsc::channel::<BTreeMap<IpNet, String>>(8);
     #[cfg(target_os = "linux")]
-    tokio::spawn(workloads::run(cfg.fib.table, wtx));
+    tokio::spawn(workloads::run(
+        cfg.fib.table,
+        cfg.fib.enabled.then_some(cfg.fib.route_protocol),
+        fib_resync,
+        wtx,
+    ));
     #[cfg(not(target_os = "linux"))]
-    drop(wtx);
+    drop((wtx, fib_resync));
     let mut workloads: BTreeMap<IpNet, String> = BTreeMap::new();
     let mut kernel_originated: BTreeSet<IpNet> = BTreeSet::new();
 

@@ -485,7 +485,8 @@ impl Task {
                     local: false,
                 });
                 // The whole table, then End-of-RIB for each family.
-                let mut out = AdjRibOut::new(self.export_policy(&cfg));
+                let mut out =
+                    AdjRibOut::new(self.export_policy(&cfg)).with_families(&negotiated.families);
                 let all: Vec<BestChange> = self
                     .rib
                     .iter()

@@ -113,6 +113,10 @@ pub struct BgpSettings {
     pub mesh_password: Option<PasswordSource>,
     /// Mesh graceful-restart time.
     pub mesh_restart_time: Option<Duration>,
+    /// Mesh hold time (tern's `nodeMeshHoldTime`; default 90 s).
+    pub mesh_hold: Option<Duration>,
+    /// Mesh keepalive (tern's `nodeMeshKeepaliveTime`).
+    pub mesh_keepalive: Option<Duration>,
     /// Interface patterns never learned from.
     pub ignored_interfaces: Vec<String>,
     /// Communities per CIDR for originated prefixes (names resolved).
@@ -135,6 +139,8 @@ impl Default for BgpSettings {
             bind_node_ip: false,
             mesh_password: None,
             mesh_restart_time: None,
+            mesh_hold: None,
+            mesh_keepalive: None,
             ignored_interfaces: Vec::new(),
             prefix_advertisements: Vec::new(),
             services: Vec::new(),
@@ -172,6 +178,18 @@ pub struct Node {
 }
 
 impl Node {
+    /// The subnet the node's own address `addr` is on (its configured prefix
+    /// length), when `addr` is one of the node's addresses.
+    pub fn network_of(&self, addr: IpAddr) -> Option<ipnet::IpNet> {
+        let (a, len) = match addr {
+            IpAddr::V4(_) => self.ipv4.map(|(a, l)| (IpAddr::V4(a), l))?,
+            IpAddr::V6(_) => self.ipv6?,
+        };
+        (a == addr)
+            .then(|| ipnet::IpNet::new(a, len).ok().map(|n| n.trunc()))
+            .flatten()
+    }
+
     /// The node's address of the family of `like`.
     pub fn address_like(&self, like: IpAddr) -> Option<IpAddr> {
         match like {

@@ -98,6 +98,9 @@ pub struct PeerIntent {
     pub filters: Vec<Filter>,
     /// The Node the peer is, when it is one.
     pub peer_node: Option<String>,
+    /// The subnet that Node's address is on (its Node resource's prefix length), so
+    /// a layer-2 finding can name both networks.
+    pub peer_network: Option<IpNet>,
     /// What configured it: `node-to-node mesh` or `BGPPeer <name>`.
     pub origin: String,
 }

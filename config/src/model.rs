@@ -110,6 +110,11 @@ pub struct BgpConfigurationSpec {
     pub node_mesh_password: Option<PasswordSpec>,
     /// Graceful-restart time of the mesh sessions (Go duration, e.g. `120s`).
     pub node_mesh_max_restart_time: Option<String>,
+    /// tern's extension: hold time of the mesh sessions (Go duration), so a node that
+    /// dies silently is noticed sooner than the 90 s default (Calico cannot set it).
+    pub node_mesh_hold_time: Option<String>,
+    /// tern's extension: keepalive of the mesh sessions (default: a third of the hold).
+    pub node_mesh_keepalive_time: Option<String>,
     /// Interface name patterns whose routes are never learned from the kernel.
     #[serde(default)]
     pub ignored_interfaces: Vec<String>,

@@ -76,7 +76,10 @@ pub fn peer_config(i: &Intent, p: &PeerIntent, secrets_dir: &Path) -> Result<Pee
         local_v6,
         hold_time: secs(p.hold).unwrap_or(DEFAULT_HOLD),
         keepalive: secs(p.keepalive),
-        connect_retry: Duration::from_secs(5),
+        // Short, so a node whose peers started a moment after it (their listener not
+        // up yet: the connection was refused) reconverges in seconds; long enough
+        // for a SYN retransmission on a lossy link (1 s) to complete.
+        connect_retry: Duration::from_secs(3),
         passive: p.passive,
         password,
         ttl_security: p.ttl_security,

@@ -4,17 +4,25 @@
 //! keeps unwanted tern routes until the restart grace is over, and answers `tern fib`
 //! and `tern diagnose` from the kernel's own state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use tern_fib::diag::{self, Finding, NextHopFacts, PeerFacts, Resolution};
 use tern_fib::{Fib, Route, RouteChange, RouteFailure, RouteKind};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::convert::fib_route;
 use crate::control::proto::FibReply;
+
+/// How often routes the kernel refused are tried again (an interface or an address
+/// may have come back since).
+pub const RETRY: Duration = Duration::from_secs(10);
+/// Least time between two re-reads of the kernel's routes.
+const RESYNC_GAP: Duration = Duration::from_secs(1);
 
 /// A FIB backend plus the one question diagnostics ask that the trait does not.
 pub trait Backend: Fib + Send + 'static {
@@ -63,6 +71,10 @@ struct Task<B: Backend> {
     /// tern's routes as the kernel has them (as far as this task knows).
     kernel: BTreeMap<IpNet, Route>,
     failures: BTreeMap<IpNet, RouteFailure>,
+    /// Routes found in the kernel at start (an earlier run's) and not wanted since:
+    /// the only ones the restart grace protects. A route this run wanted and then
+    /// withdrew goes at once, grace or not.
+    adopted: BTreeSet<IpNet>,
     grace: bool,
     /// Duration of the last kernel batch.
     last_apply: std::time::Duration,
@@ -70,7 +82,11 @@ struct Task<B: Backend> {
 
 /// Runs the FIB task until `rx` closes. Starts by reading tern's routes from the
 /// kernel; they stay until wanted again (adopted) or until [`FibMsg::EndGrace`].
-pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>) {
+/// `resync` is notified when the kernel may have changed behind its back (a link went
+/// down and took routes with it, someone deleted a tern route, notifications were
+/// lost): it re-reads tern's routes and puts back what is missing, at most once a
+/// second. Routes the kernel refused are retried every [`RETRY`].
+pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>, resync: Arc<Notify>) {
     let kernel = match backend.own_routes().await {
         Ok(r) => {
             if !r.is_empty() {
@@ -89,28 +105,71 @@ pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>) {
     let mut t = Task {
         backend,
         wanted: BTreeMap::new(),
+        adopted: kernel.keys().copied().collect(),
         kernel,
         failures: BTreeMap::new(),
         grace: true,
         last_apply: std::time::Duration::ZERO,
     };
-    while let Some(msg) = rx.recv().await {
+    // A message taken off the queue while coalescing that was not a route batch: it
+    // is handled next, in order, never dropped.
+    let mut pending: Option<FibMsg> = None;
+    let mut retry = tokio::time::interval(RETRY);
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last_resync = Instant::now() - RESYNC_GAP;
+    loop {
+        let msg = match pending.take() {
+            Some(m) => m,
+            None => tokio::select! {
+                m = rx.recv() => match m {
+                    Some(m) => m,
+                    None => break,
+                },
+                () = resync.notified() => {
+                    // A burst of kernel events (a link flap, our own deletions) makes
+                    // one re-read, not one per event.
+                    tokio::time::sleep_until((last_resync + RESYNC_GAP).into()).await;
+                    last_resync = Instant::now();
+                    t.resync().await;
+                    continue;
+                }
+                _ = retry.tick(), if !t.failures.is_empty() => {
+                    let failed: Vec<IpNet> = t.failures.keys().copied().collect();
+                    t.sync(&failed).await;
+                    continue;
+                }
+            },
+        };
         match msg {
             FibMsg::Want(mut batch) => {
-                // Coalesce whatever else is queued into one kernel batch.
-                while let Ok(FibMsg::Want(more)) = rx.try_recv() {
-                    batch.extend(more);
+                // Coalesce the route batches queued behind this one into one pass.
+                while let Ok(next) = rx.try_recv() {
+                    match next {
+                        FibMsg::Want(more) => batch.extend(more),
+                        other => {
+                            pending = Some(other);
+                            break;
+                        }
+                    }
                 }
+                let mut touched = BTreeSet::new();
                 for (p, r) in batch {
                     match r {
-                        Some(r) => t.wanted.insert(p, r),
+                        Some(r) => {
+                            t.adopted.remove(&p);
+                            t.wanted.insert(p, r)
+                        }
                         None => t.wanted.remove(&p),
                     };
-                    t.sync(&[p]).await;
+                    touched.insert(p);
                 }
+                // One kernel batch for the whole lot (the backend pipelines it).
+                let touched: Vec<IpNet> = touched.into_iter().collect();
+                t.sync(&touched).await;
             }
             FibMsg::EndGrace => {
                 t.grace = false;
+                t.adopted.clear();
                 let stale: Vec<IpNet> = t
                     .kernel
                     .keys()
@@ -151,11 +210,22 @@ impl<B: Backend> Task<B> {
         for p in prefixes {
             match (self.wanted.get(p), self.kernel.get(p)) {
                 (Some(w), Some(k)) if same(w, k) => {}
-                (Some(w), _) => changes.push(RouteChange::Replace(w.clone())),
-                (None, Some(k)) if !self.grace => changes.push(RouteChange::Delete {
-                    prefix: *p,
-                    table: k.table,
-                }),
+                (Some(w), Some(_)) => changes.push(RouteChange::Replace(w.clone())),
+                // Not ours in the kernel yet: add without replacing, so a route of
+                // another protocol with the same key (a connected subnet, an admin's
+                // static route) is refused by the kernel (EEXIST, reported) rather
+                // than overwritten.
+                (Some(w), None) => changes.push(RouteChange::Add(w.clone())),
+                (None, Some(k)) if !self.grace || !self.adopted.contains(p) => {
+                    changes.push(RouteChange::Delete {
+                        prefix: *p,
+                        table: k.table,
+                    })
+                }
+                // Neither wanted nor in the kernel: an old refusal no longer matters.
+                (None, None) => {
+                    self.failures.remove(p);
+                }
                 _ => {}
             }
         }
@@ -170,9 +240,15 @@ impl<B: Backend> Task<B> {
         for c in changes {
             let p = c.prefix();
             if let Some(f) = failed.get(&p) {
-                tracing::warn!(prefix = %p, "the kernel refused to {} the route: {}", f.change, f.reason);
+                // Retried every RETRY: say it once, and again only if the reason changes.
+                if self.failures.get(&p).map(|old| &old.reason) != Some(&f.reason) {
+                    tracing::warn!(prefix = %p, "the kernel refused to {} the route: {}", f.change, f.reason);
+                }
                 self.failures.insert(p, f.clone());
                 continue;
+            }
+            if self.failures.contains_key(&p) {
+                tracing::info!(prefix = %p, "the kernel accepted the route it refused before");
             }
             self.failures.remove(&p);
             match c {
@@ -184,6 +260,38 @@ impl<B: Backend> Task<B> {
                 }
             }
         }
+    }
+
+    /// Re-reads tern's routes from the kernel and brings it back in line.
+    async fn resync(&mut self) {
+        let fresh: BTreeMap<IpNet, Route> = match self.backend.own_routes().await {
+            Ok(r) => r.into_iter().map(|r| (r.prefix, r)).collect(),
+            Err(e) => {
+                tracing::warn!("cannot re-read tern's routes from the kernel: {e}");
+                return;
+            }
+        };
+        let lost = self
+            .wanted
+            .keys()
+            .filter(|p| self.kernel.contains_key(p) && !fresh.contains_key(p))
+            .count();
+        if lost > 0 {
+            tracing::warn!(
+                routes = lost,
+                "tern routes vanished from the kernel (a link went down, or someone removed them); putting them back"
+            );
+        }
+        self.kernel = fresh;
+        let all: Vec<IpNet> = self
+            .wanted
+            .keys()
+            .chain(self.kernel.keys())
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        self.sync(&all).await;
     }
 
     async fn report(&mut self) -> FibReply {
@@ -266,5 +374,60 @@ fn same(want: &Route, have: &Route) -> bool {
             a == b
         }
         (a, b) => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_fib::memory::MemoryFib;
+
+    fn blackhole(p: &str) -> Route {
+        Route {
+            prefix: p.parse().unwrap_or_else(|e| panic!("{e}")),
+            kind: RouteKind::Blackhole,
+            metric: 0,
+            table: 254,
+        }
+    }
+
+    async fn report(tx: &mpsc::Sender<FibMsg>) -> (Vec<String>, Vec<String>) {
+        let (rtx, rrx) = oneshot::channel();
+        tx.send(FibMsg::Report(rtx))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = rrx.await.unwrap_or_else(|e| panic!("{e}"));
+        let names = |v: &[crate::control::proto::FibRoute]| {
+            v.iter().map(|r| r.prefix.to_string()).collect::<Vec<_>>()
+        };
+        (names(&r.installed), names(&r.unexpected))
+    }
+
+    #[tokio::test]
+    async fn grace_keeps_only_an_earlier_runs_routes() {
+        let mut fib = MemoryFib::default();
+        fib.preload(blackhole("198.18.9.0/26"));
+        let (tx, rx) = mpsc::channel(8);
+        let task = tokio::spawn(run(fib, rx, Arc::new(Notify::new())));
+        let new = blackhole("198.18.10.0/26");
+        tx.send(FibMsg::Want(vec![(new.prefix, Some(new.clone()))]))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            report(&tx).await,
+            (vec!["198.18.10.0/26".into()], vec!["198.18.9.0/26".into()])
+        );
+        // Withdrawn during the grace: a route this run installed goes at once (a peer
+        // that died and whose graceful restart ran out); the earlier run's stays.
+        tx.send(FibMsg::Want(vec![(new.prefix, None)]))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(report(&tx).await, (vec![], vec!["198.18.9.0/26".into()]));
+        tx.send(FibMsg::EndGrace)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(report(&tx).await, (vec![], vec![]));
+        drop(tx);
+        task.await.unwrap_or_else(|e| panic!("{e}"));
     }
 }

@@ -271,7 +271,7 @@ impl DaemonHandler {
                                 Some(n) => format!("{} peer {n}", p.intent.kind),
                                 None => format!("{} peer ({})", p.intent.kind, p.intent.origin),
                             },
-                            network: None,
+                            network: p.intent.peer_network,
                             multihop: p.intent.ttl_security.is_some_and(|t| t > 1),
                         })
                         .collect()

@@ -6,12 +6,13 @@
 //! which to originate with the intent (pools, own blocks, ignored interfaces).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use ipnet::IpNet;
 use tern_fib::linux::{watch, KernelEvent, LinuxFib};
 use tern_fib::{Route, RouteKind};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 /// Calico's default workload interface prefix (Felix's `InterfacePrefix`).
 pub const WORKLOAD_PREFIX: &str = "cali";
@@ -68,8 +69,16 @@ impl Scan {
     }
 }
 
-/// Reports workload host routes (address → interface) now and after every change.
-pub async fn run(table: u32, tx: mpsc::Sender<BTreeMap<IpNet, String>>) {
+/// Reports workload host routes (address → interface) now and after every change, and
+/// tells the FIB task (`fib_resync`) when the kernel may have dropped tern's routes
+/// behind its back: a route of tern's `protocol` removed, a link or address changed
+/// (IPv4 routes go with a link without a notification each), notifications lost.
+pub async fn run(
+    table: u32,
+    protocol: Option<u8>,
+    fib_resync: Arc<Notify>,
+    tx: mpsc::Sender<BTreeMap<IpNet, String>>,
+) {
     let fib = match LinuxFib::new(0, table) {
         Ok(f) => f,
         Err(e) => {
@@ -109,13 +118,22 @@ pub async fn run(table: u32, tx: mpsc::Sender<BTreeMap<IpNet, String>>) {
                     }
                 }
             }
-            KernelEvent::RouteRemoved { route, .. } if route.table == table => {
+            KernelEvent::RouteRemoved { route, protocol: p } if route.table == table => {
+                if Some(p) == protocol {
+                    fib_resync.notify_one();
+                }
                 if host_route_device(&route).is_some() {
                     scan.routes.remove(&route.prefix);
                 }
             }
-            KernelEvent::InterfacesChanged => scan.names().await,
-            KernelEvent::Lost => scan.rescan().await,
+            KernelEvent::InterfacesChanged => {
+                fib_resync.notify_one();
+                scan.names().await
+            }
+            KernelEvent::Lost => {
+                fib_resync.notify_one();
+                scan.rescan().await
+            }
             _ => continue,
         }
         let now = scan.workloads();

@@ -133,15 +133,25 @@ pub fn export(path: &Path, policy: &ExportPolicy) -> Option<Exported> {
 pub struct AdjRibOut {
     policy: ExportPolicy,
     sent: BTreeMap<IpNet, Arc<Exported>>,
+    /// The families the session negotiated: nothing else is sent (a peer that did not
+    /// ask for IPv6 gets no IPv6 route, RFC 4760 §6).
+    families: Vec<Family>,
 }
 
 impl AdjRibOut {
-    /// An empty Adj-RIB-Out for a peer.
+    /// An empty Adj-RIB-Out for a peer, for IPv4 and IPv6 unicast.
     pub fn new(policy: ExportPolicy) -> AdjRibOut {
         AdjRibOut {
             policy,
             sent: BTreeMap::new(),
+            families: vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST],
         }
+    }
+
+    /// Limits it to the families the session negotiated.
+    pub fn with_families(mut self, families: &[Family]) -> AdjRibOut {
+        self.families = families.to_vec();
+        self
     }
 
     /// Number of prefixes advertised to the peer.
@@ -214,12 +224,15 @@ impl AdjRibOut {
         let mut announce: HashMap<Arc<Exported>, Vec<Nlri>> = HashMap::new();
         let mut withdraw: BTreeMap<Family, Vec<Nlri>> = BTreeMap::new();
         for c in changes {
-            let new = c.now.as_ref().and_then(|b| export(&b.best, &self.policy));
             let family = if c.prefix.addr().is_ipv4() {
                 Family::IPV4_UNICAST
             } else {
                 Family::IPV6_UNICAST
             };
+            if !self.families.contains(&family) {
+                continue;
+            }
+            let new = c.now.as_ref().and_then(|b| export(&b.best, &self.policy));
             match new {
                 Some(e) => {
                     if self.sent.get(&c.prefix).is_some_and(|old| **old == e) {

@@ -191,6 +191,45 @@ fn asn_field(
     }
 }
 
+/// A hold time and keepalive (fields named as given): hold 0 or 3 s to 65535 s, the
+/// keepalive shorter than the hold time.
+fn timers(
+    d: &RawDoc,
+    (hold_field, hold): (&str, &Option<String>),
+    (keepalive_field, keepalive): (&str, &Option<String>),
+    errors: &mut Vec<ConfigError>,
+) -> (Option<Duration>, Option<Duration>) {
+    let keepalive = duration_field(d, keepalive_field, keepalive, errors);
+    let hold = duration_field(d, hold_field, hold, errors);
+    if let Some(h) = hold {
+        if h.as_secs() != 0 && h.as_secs() < 3 {
+            errors.push(d.error(
+                hold_field,
+                format!(
+                    "{}s: a hold time is 0 or at least 3s (RFC 4271)",
+                    h.as_secs()
+                ),
+            ));
+        }
+        if h.as_secs() > 65535 {
+            errors.push(d.error(hold_field, "at most 65535s"));
+        }
+        if let Some(k) = keepalive {
+            if h.as_secs() != 0 && k >= h {
+                errors.push(d.error(
+                    keepalive_field,
+                    format!(
+                        "{}s is not shorter than the hold time {}s",
+                        k.as_secs(),
+                        h.as_secs()
+                    ),
+                ));
+            }
+        }
+    }
+    (hold, keepalive)
+}
+
 fn duration_field(
     d: &RawDoc,
     field: &str,
@@ -301,6 +340,12 @@ fn bgp_settings(
         d,
         "spec.nodeMeshMaxRestartTime",
         &s.node_mesh_max_restart_time,
+        errors,
+    );
+    (out.mesh_hold, out.mesh_keepalive) = timers(
+        d,
+        ("spec.nodeMeshHoldTime", &s.node_mesh_hold_time),
+        ("spec.nodeMeshKeepaliveTime", &s.node_mesh_keepalive_time),
         errors,
     );
     out.ignored_interfaces = s.ignored_interfaces;
@@ -509,34 +554,12 @@ fn peer(
             true
         }
     };
-    let keepalive = duration_field(d, "spec.keepaliveTime", &s.keepalive_time, errors);
-    let hold = duration_field(d, "spec.holdTime", &s.hold_time, errors);
-    if let Some(h) = hold {
-        if h.as_secs() != 0 && h.as_secs() < 3 {
-            errors.push(d.error(
-                "spec.holdTime",
-                format!(
-                    "{}s: a hold time is 0 or at least 3s (RFC 4271)",
-                    h.as_secs()
-                ),
-            ));
-        }
-        if h.as_secs() > 65535 {
-            errors.push(d.error("spec.holdTime", "at most 65535s"));
-        }
-        if let Some(k) = keepalive {
-            if h.as_secs() != 0 && k >= h {
-                errors.push(d.error(
-                    "spec.keepaliveTime",
-                    format!(
-                        "{}s is not shorter than the hold time {}s",
-                        k.as_secs(),
-                        h.as_secs()
-                    ),
-                ));
-            }
-        }
-    }
+    let (hold, keepalive) = timers(
+        d,
+        ("spec.holdTime", &s.hold_time),
+        ("spec.keepaliveTime", &s.keepalive_time),
+        errors,
+    );
     let restart_time = duration_field(d, "spec.maxRestartTime", &s.max_restart_time, errors);
     if let Some(t) = restart_time {
         if t.as_secs() > 4095 {

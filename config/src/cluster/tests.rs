@@ -252,3 +252,25 @@ fn passwords_resolve_from_file_and_env_and_never_print() {
         .unwrap_err();
     assert!(e.contains("TERN_TEST_SURELY_UNSET_VAR is not set"), "{e}");
 }
+
+#[test]
+fn mesh_timers_are_read_and_checked() {
+    let ok = format!("apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {{name: default}}\nspec: {{asNumber: 64512, nodeMeshHoldTime: 6s, nodeMeshKeepaliveTime: 2s}}\n---\n{NODE}");
+    let (c, w) = load(&ok).unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(c.bgp.mesh_hold, Some(std::time::Duration::from_secs(6)));
+    assert_eq!(
+        c.bgp.mesh_keepalive,
+        Some(std::time::Duration::from_secs(2))
+    );
+    let bad = "apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: default}\nspec: {asNumber: 64512, nodeMeshHoldTime: 2s, nodeMeshKeepaliveTime: 5s}\n";
+    let e = errors(bad).join("\n");
+    assert!(
+        e.contains("field `spec.nodeMeshHoldTime`: 2s: a hold time is 0 or at least 3s"),
+        "{e}"
+    );
+    assert!(
+        e.contains("field `spec.nodeMeshKeepaliveTime`: 5s is not shorter than the hold time 2s"),
+        "{e}"
+    );
+}

@@ -46,8 +46,8 @@ pub(super) fn peers(
                         passive: theirs.to_string() > mine.to_string(),
                         source: Some(mine),
                         password: cluster.bgp.mesh_password.clone(),
-                        keepalive: None,
-                        hold: None,
+                        keepalive: cluster.bgp.mesh_keepalive,
+                        hold: cluster.bgp.mesh_hold,
                         restart_time: cluster.bgp.mesh_restart_time,
                         ttl_security: None,
                         allowas_in: 0,
@@ -56,6 +56,7 @@ pub(super) fn peers(
                         reachable_by: None,
                         filters: Vec::new(),
                         peer_node: Some(other.name.clone()),
+                        peer_network: other.network_of(theirs),
                         origin: "node-to-node mesh".into(),
                     },
                 );
@@ -211,6 +212,7 @@ fn session(
             .filter_map(|f| cluster.filters.get(f).cloned())
             .collect(),
         peer_node: node.map(|n| n.name.clone()),
+        peer_network: node.and_then(|n| n.network_of(address)),
         origin: format!("BGPPeer {}", p.name),
     }
 }

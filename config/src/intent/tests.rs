@@ -85,6 +85,7 @@ fn three_node_mesh_dials_each_pair_once() {
     }
     let p = &a.peers[&ip("198.51.100.11")];
     assert_eq!(p.source, Some(ip("198.51.100.10")));
+    assert_eq!(p.peer_network, Some(net("198.51.100.0/24")));
     assert_eq!(p.restart_time, Some(Duration::from_secs(120)));
     assert_eq!(p.remote_as, 64512);
 }

@@ -68,6 +68,9 @@ struct Up {
     /// Graceful-restart time of the mesh sessions, seconds.
     #[arg(long)]
     restart_time: Option<u32>,
+    /// Hold time of the mesh sessions, seconds (keepalive: a third).
+    #[arg(long)]
+    mesh_hold: Option<u32>,
     /// The tern binary (default: next to tern-lab, then PATH).
     #[arg(long)]
     tern: Option<PathBuf>,
@@ -172,6 +175,7 @@ mod linux {
         spec.bird_nodes = a.bird_nodes;
         spec.far_nodes = a.far_nodes;
         spec.restart_time = a.restart_time;
+        spec.mesh_hold = a.mesh_hold;
         let lab = match lab::Lab::up(spec) {
             Ok(l) => l,
             Err(e) => {
@@ -230,7 +234,12 @@ mod linux {
                 String::new()
             },
             match s.tor {
-                Some(k) => format!(", ToR {} at {} (AS {})", k.name(), lab::plan::TOR_V4, lab::plan::TOR_AS),
+                Some(k) => format!(
+                    ", ToR {} at {} (AS {})",
+                    k.name(),
+                    lab::plan::TOR_V4,
+                    lab::plan::TOR_AS
+                ),
                 None => String::new(),
             }
         );
@@ -244,7 +253,10 @@ mod linux {
                 },
                 n.v4,
                 n.block_v4,
-                n.block_v6.as_ref().map(|b| format!(" {b}")).unwrap_or_default(),
+                n.block_v6
+                    .as_ref()
+                    .map(|b| format!(" {b}"))
+                    .unwrap_or_default(),
                 if n.reflector { " (reflector)" } else { "" },
                 n.pods
                     .iter()
@@ -339,7 +351,11 @@ mod linux {
             Err(_) => state::namespaces_with_prefix(&w.prefix),
         };
         if namespaces.is_empty() {
-            println!("no lab in {} and no namespace named {}*", w.dir.display(), w.prefix);
+            println!(
+                "no lab in {} and no namespace named {}*",
+                w.dir.display(),
+                w.prefix
+            );
             return ExitCode::SUCCESS;
         }
         let (stopped, deleted) = state::down(&namespaces);

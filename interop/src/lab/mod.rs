@@ -475,7 +475,10 @@ impl Lab {
                 });
             }
         }
-        for (what, p) in [("tor", self.tor.take()), ("reflector", self.reflector.take())] {
+        for (what, p) in [
+            ("tor", self.tor.take()),
+            ("reflector", self.reflector.take()),
+        ] {
             if let Some(pid) = p.and_then(Peer::detach) {
                 st.pids.push(state::Pid {
                     pid,

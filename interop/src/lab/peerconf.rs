@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::plan::{
-    LabSpec, NodeKind, NodePlan, BIRD_RR_V4, CLUSTER_AS, POOL_V4, POOL_V6, TOR_AS,
-    TOR_PREFIX_V4, TOR_PREFIX_V6, TOR_V4, TOR_V6,
+    LabSpec, NodeKind, NodePlan, BIRD_RR_V4, CLUSTER_AS, POOL_V4, POOL_V6, TOR_AS, TOR_PREFIX_V4,
+    TOR_PREFIX_V6, TOR_V4, TOR_V6,
 };
 use crate::peers::Kind;
 
@@ -70,19 +70,13 @@ pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
                     " neighbor {addr} remote-as {CLUSTER_AS}\n neighbor {addr} timers connect 1"
                 );
             }
-            let _ = writeln!(
-                c,
-                " address-family ipv4 unicast\n  network {TOR_PREFIX_V4}"
-            );
+            let _ = writeln!(c, " address-family ipv4 unicast\n  network {TOR_PREFIX_V4}");
             for (addr, _, _) in peers.iter().filter(|p| !p.1) {
                 let _ = writeln!(c, "  neighbor {addr} activate");
             }
             c.push_str(" exit-address-family\n");
             if spec.ipv6 {
-                let _ = writeln!(
-                    c,
-                    " address-family ipv6 unicast\n  network {TOR_PREFIX_V6}"
-                );
+                let _ = writeln!(c, " address-family ipv6 unicast\n  network {TOR_PREFIX_V6}");
                 for (addr, _, _) in peers.iter().filter(|p| p.1) {
                     let _ = writeln!(c, "  neighbor {addr} activate");
                 }
@@ -129,32 +123,25 @@ pub fn gobgp_announcements(spec: &LabSpec) -> Vec<Vec<String>> {
     out
 }
 
-/// Where a route learned by the ToR for `prefix` must point: the ToR's CLI command and
-/// the text its answer contains when the route is there with `next_hop`.
+/// The ToR CLI words that show its route for `prefix`; the answer names the next hop.
 pub fn tor_route_query(kind: Kind, prefix: &str) -> Vec<String> {
     let v6 = prefix.contains(':');
-    let s: Vec<&str> = match kind {
-        Kind::Bird => vec![
-            "show",
-            "route",
-            "for",
-            prefix.split('/').next().unwrap_or(prefix),
+    let words: Vec<String> = match kind {
+        Kind::Bird => vec!["show".into(), "route".into(), prefix.into()],
+        Kind::Gobgp if v6 => vec![
+            "global".into(),
+            "rib".into(),
+            "-a".into(),
+            "ipv6".into(),
+            prefix.into(),
         ],
-        Kind::Gobgp => {
-            if v6 {
-                vec!["global", "rib", "-a", "ipv6", prefix]
-            } else {
-                vec!["global", "rib", prefix]
-            }
-        }
-        Kind::Frr => {
-            return vec![format!(
-                "show bgp {} unicast {prefix}",
-                if v6 { "ipv6" } else { "ipv4" }
-            )]
-        }
+        Kind::Gobgp => vec!["global".into(), "rib".into(), prefix.into()],
+        Kind::Frr => vec![format!(
+            "show bgp {} unicast {prefix}",
+            if v6 { "ipv6" } else { "ipv4" }
+        )],
     };
-    s.into_iter().map(String::from).collect()
+    words
 }
 
 /// A node running BIRD 2 the way Calico's confd templates (`bird.cfg`, `bird_aggr.cfg`,
@@ -181,13 +168,13 @@ pub fn calico_bird_config(spec: &LabSpec, me: &NodePlan) -> String {
     for (fam, sfx, block, pool) in &families {
         let _ = write!(
             c,
-            "protocol static static{sfx} {{ {fam}; route {block} blackhole; }}\n\
+            "protocol static blocks{sfx} {{ {fam}; route {block} blackhole; }}\n\
              filter calico_export_to_bgp_peers{sfx} {{\n  \
                if ( net = {block} ) then accept;\n  \
                if ( net ~ {block} ) then reject;\n  \
                if ( net ~ {pool} ) then accept;\n  reject;\n}}\n\
              filter calico_kernel_programming{sfx} {{ accept; }}\n\
-             protocol kernel kernel{sfx} {{\n  learn;\n  persist;\n  scan time 2;\n  \
+             protocol kernel kernel_routes{sfx} {{\n  learn;\n  persist;\n  scan time 2;\n  \
                graceful restart;\n  merge paths on;\n  \
                {fam} {{ import all; export filter calico_kernel_programming{sfx}; }};\n}}\n"
         );
@@ -251,7 +238,7 @@ pub fn bird_reflector_config(spec: &LabSpec) -> String {
     let mut c = format!(
         "log stderr all;\nrouter id {BIRD_RR_V4};\nprotocol device {{ }}\n\
          protocol direct {{ ipv4;{} }}\n\
-         template bgp client {{ local as {CLUSTER_AS}; rr client; rr cluster id {BIRD_RR_V4}; \
+         template bgp rr_clients {{ local as {CLUSTER_AS}; rr client; rr cluster id {BIRD_RR_V4}; \
          hold time 9; keepalive time 3; connect retry time 1; error wait time 1,4; \
          graceful restart on; }}\n",
         if spec.ipv6 { " ipv6;" } else { "" }
@@ -263,14 +250,14 @@ pub fn bird_reflector_config(spec: &LabSpec) -> String {
     {
         let _ = writeln!(
             c,
-            "protocol bgp c{} from client {{ neighbor {} as {CLUSTER_AS}; \
+            "protocol bgp c{} from rr_clients {{ neighbor {} as {CLUSTER_AS}; \
              ipv4 {{ import all; export all; }}; }}",
             n.index, n.v4
         );
         if let Some(v6) = &n.v6 {
             let _ = writeln!(
                 c,
-                "protocol bgp c{}v6 from client {{ neighbor {v6} as {CLUSTER_AS}; \
+                "protocol bgp c{}v6 from rr_clients {{ neighbor {v6} as {CLUSTER_AS}; \
                  ipv6 {{ import all; export all; }}; }}",
                 n.index
             );

@@ -100,6 +100,9 @@ pub struct LabSpec {
     pub ipv6: bool,
     /// Graceful-restart time of the mesh sessions (`nodeMeshMaxRestartTime`), seconds.
     pub restart_time: Option<u32>,
+    /// Hold time of the mesh sessions (tern's `nodeMeshHoldTime`; keepalive a third),
+    /// seconds.
+    pub mesh_hold: Option<u32>,
 }
 
 impl LabSpec {
@@ -118,6 +121,7 @@ impl LabSpec {
             borrowed: 0,
             ipv6: false,
             restart_time: None,
+            mesh_hold: None,
         }
     }
 
@@ -232,7 +236,10 @@ impl LabSpec {
 
     fn pod(&self, node: usize, owner: usize, j: usize, ordinal: usize, tag: char) -> PodPlan {
         PodPlan {
-            name: format!("node-{node}/{}{j}", if tag == 'p' { "pod-" } else { "borrowed-" }),
+            name: format!(
+                "node-{node}/{}{j}",
+                if tag == 'p' { "pod-" } else { "borrowed-" }
+            ),
             ns: format!("{}n{node}{tag}{j}", self.prefix),
             host_if: format!("cali{node}{tag}{j}"),
             node,
@@ -355,10 +362,20 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
     if let Some(t) = spec.restart_time {
         let _ = writeln!(bgp, "  nodeMeshMaxRestartTime: {t}s");
     }
+    if let Some(h) = spec.mesh_hold {
+        let _ = writeln!(
+            bgp,
+            "  nodeMeshHoldTime: {h}s\n  nodeMeshKeepaliveTime: {}s",
+            (h / 3).max(1)
+        );
+    }
     doc(&mut y, "BGPConfiguration", "{name: default}", &bgp);
     for n in &nodes {
         let meta = if n.reflector {
-            format!("{{name: {}, labels: {{route-reflector: \"true\"}}}}", n.name)
+            format!(
+                "{{name: {}, labels: {{route-reflector: \"true\"}}}}",
+                n.name
+            )
         } else {
             format!("{{name: {}}}", n.name)
         };

@@ -66,11 +66,14 @@ fn the_cluster_file_is_valid_calico_and_gives_the_intended_peers_and_prefixes() 
     s.ipv6 = true;
     s.tor = Some(Kind::Bird);
     s.restart_time = Some(7);
+    s.mesh_hold = Some(6);
     let i = intents(&s);
     // Mesh: two other nodes in each family, plus the ToR in each family.
     assert_eq!(i[0].peers.len(), 6, "{:?}", i[0].peers.keys());
     let mesh = &i[0].peers[&"198.51.100.12".parse().unwrap()];
     assert_eq!(mesh.restart_time, Some(std::time::Duration::from_secs(7)));
+    assert_eq!(mesh.hold, Some(std::time::Duration::from_secs(6)));
+    assert_eq!(mesh.keepalive, Some(std::time::Duration::from_secs(2)));
     let originated: Vec<String> = i[0].originated.keys().map(|p| p.to_string()).collect();
     // node-1 holds its blocks and the address it borrowed from node-2's block.
     assert_eq!(
@@ -141,7 +144,10 @@ fn a_calico_bird_node_is_passive_toward_textually_greater_peers() {
     // "198.51.100.11" < "198.51.100.20" as text: BIRD dials it; "198.51.100.9" would
     // be greater, but here every peer is .11 to .19: all smaller, none passive.
     assert!(!conf.contains("passive on"), "{conf}");
-    assert!(conf.contains("if ( net ~ 198.18.10.0/26 ) then reject;"), "{conf}");
+    assert!(
+        conf.contains("if ( net ~ 198.18.10.0/26 ) then reject;"),
+        "{conf}"
+    );
     assert!(conf.contains("neighbor 198.51.100.1 as 65001"), "{conf}");
     let first = peerconf::calico_bird_config(&s, &plans[0]);
     assert_eq!(first.matches("passive on").count(), 9, "{first}");

@@ -102,9 +102,16 @@ impl Routes {
             let Some(dst) = r["dst"].as_str() else {
                 continue;
             };
-            let mut gateways: Vec<String> = r["gateway"].as_str().map(String::from).into_iter().collect();
+            let mut gateways: Vec<String> = r["gateway"]
+                .as_str()
+                .map(String::from)
+                .into_iter()
+                .collect();
             if let Some(hops) = r["nexthops"].as_array() {
-                gateways.extend(hops.iter().filter_map(|h| h["gateway"].as_str().map(String::from)));
+                gateways.extend(
+                    hops.iter()
+                        .filter_map(|h| h["gateway"].as_str().map(String::from)),
+                );
             }
             let text = |v: &serde_json::Value| match v {
                 serde_json::Value::String(s) => s.clone(),
@@ -147,7 +154,10 @@ pub fn missing_routes(
     routes: &Routes,
 ) -> Vec<String> {
     let mut want: Vec<(String, String)> = Vec::new();
-    for m in nodes.iter().filter(|m| m.index != me.index && m.far == me.far) {
+    for m in nodes
+        .iter()
+        .filter(|m| m.index != me.index && m.far == me.far)
+    {
         want.push((m.block_v4.clone(), m.v4.clone()));
         if let (Some(b), Some(v6), Some(_)) = (&m.block_v6, &m.v6, &me.v6) {
             want.push((b.clone(), v6.clone()));
@@ -165,9 +175,18 @@ pub fn missing_routes(
             want.push((plan::TOR_PREFIX_V6.into(), plan::TOR_V6.into()));
         }
     }
+    // BIRD installs IPv6 routes learned over a direct eBGP session via the peer's
+    // link-local address (sent alongside the global one); that is the same router.
+    let link_local_ok = |dst: &str| {
+        me.kind == NodeKind::CalicoBird
+            && routes
+                .by_dst
+                .get(dst)
+                .is_some_and(|r| r.gateways.iter().any(|g| g.starts_with("fe80:")))
+    };
     let mut missing: Vec<String> = want
         .into_iter()
-        .filter(|(dst, gw)| !routes.via(dst, gw))
+        .filter(|(dst, gw)| !(routes.via(dst, gw) || dst.contains(':') && link_local_ok(dst)))
         .map(|(dst, gw)| match routes.by_dst.get(&dst) {
             Some(r) => format!("{dst} via {:?}, want via {gw}", r.gateways),
             None => format!("no route to {dst} (want via {gw})"),
@@ -187,7 +206,9 @@ pub fn missing_routes(
 pub fn ping(from_ns: &str, to: &str) -> bool {
     run(
         "ip",
-        &["netns", "exec", from_ns, "ping", "-c", "1", "-W", "2", "-q", to],
+        &[
+            "netns", "exec", from_ns, "ping", "-c", "1", "-W", "2", "-q", to,
+        ],
     )
     .is_ok()
 }
@@ -294,7 +315,11 @@ pub fn ping_matrix(pods: &[PodPlan], ipv6: bool) -> Result<Matrix> {
                 };
                 let answered = ping(from, to);
                 if let Ok(mut m) = ok.lock() {
-                    if let Some(c) = m.get_mut(*f).and_then(|r| r.get_mut(*i)).and_then(|r| r.get_mut(*j)) {
+                    if let Some(c) = m
+                        .get_mut(*f)
+                        .and_then(|r| r.get_mut(*i))
+                        .and_then(|r| r.get_mut(*j))
+                    {
                         *c = Some(answered);
                     }
                 }

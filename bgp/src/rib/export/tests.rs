@@ -250,6 +250,27 @@ fn decode(b: &[Bytes]) -> Vec<Update> {
 }
 
 #[test]
+fn adj_rib_out_sends_only_negotiated_families() {
+    let mut out =
+        AdjRibOut::new(policy("203.0.113.9", true)).with_families(&[Family::IPV4_UNICAST]);
+    let tx = CodecOptions::modern();
+    let changes = [
+        change(
+            "198.18.1.0/26",
+            Some(path(src("198.51.100.2", false, false), attrs())),
+        ),
+        change(
+            "2001:db8:5::/64",
+            Some(path(src("2001:db8::5", false, false), attrs())),
+        ),
+    ];
+    let ups = decode(&out.apply(&changes, &tx).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(ups.len(), 1);
+    assert!(ups[0].mp_reach.is_none());
+    assert_eq!(out.len(), 1);
+}
+
+#[test]
 fn adj_rib_out_packs_sends_once_and_withdraws() {
     let mut out = AdjRibOut::new(policy("203.0.113.9", true));
     let tx = CodecOptions::modern();

@@ -1,0 +1,528 @@
+//! The lab scenarios: Calico-style clusters in network namespaces (`tern_interop::lab`),
+//! each asserting on every node's kernel FIB and on packets between pods, not only on
+//! BGP state. Full mesh with a BIRD, FRR or GoBGP top-of-rack router (dual stack and
+//! borrowed addresses with BIRD); a mixed mesh with a node running BIRD the way Calico's
+//! confd configures it; two tern route reflectors with six clients; a BIRD reflector with
+//! tern clients; a node failure (graceful restart, then withdrawal); a node without
+//! layer-2 reachability, diagnosed. Each prints its timings and appends them to
+//! `target/tmp/lab-timings.txt` (test.sh prints that file at the end).
+//!
+//! Skips without root or the peer daemons; fails under CI=true.
+
+#![cfg(target_os = "linux")]
+
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tern_interop::lab::{self, probe, Lab, LabSpec, Topology};
+use tern_interop::peers::{cli_at, wait_for, Kind};
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+
+/// Records a scenario's timing line (printed, and kept for test.sh's summary).
+fn record(line: &str) {
+    eprintln!("[lab timing] {line}");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("lab-timings.txt"))
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// Builds a lab (namespace prefix `prefix`) once the programs it needs are here, and
+/// waits for it to converge. None: skipped (the reason is printed).
+fn up(
+    test: &str,
+    prefix: &str,
+    nodes: usize,
+    needs: &[&str],
+    tune: impl FnOnce(&mut LabSpec),
+) -> Option<(Lab, tempfile::TempDir)> {
+    if let Err(reason) = tern_interop::lab_available() {
+        tern_interop::skip_or_fail(test, &reason);
+        return None;
+    }
+    for p in needs {
+        if !tern_interop::have_program(p) {
+            tern_interop::skip_or_fail(test, &format!("{p} is not installed"));
+            return None;
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut spec = LabSpec::new(prefix, tmp.path(), Path::new(TERN), nodes);
+    tune(&mut spec);
+    let lab = Lab::up(spec).unwrap_or_else(|e| panic!("{test}: {e}"));
+    match lab.wait_converged(Duration::from_secs(60)) {
+        Ok(t) => record(&format!(
+            "{test}: {} nodes converged {:.1} s after start",
+            nodes,
+            t.as_secs_f64()
+        )),
+        Err(e) => fail(&lab, &format!("{e}")),
+    }
+    Some((lab, tmp))
+}
+
+/// Panics with `msg` and the end of every tern log.
+fn fail(lab: &Lab, msg: &str) -> ! {
+    let mut logs = String::new();
+    for n in lab.nodes() {
+        let log = lab.tern_log(n.index);
+        let tail: Vec<&str> = log.lines().rev().take(25).collect();
+        logs.push_str(&format!("--- {} log (last lines) ---\n", n.name));
+        for l in tail.into_iter().rev() {
+            logs.push_str(l);
+            logs.push('\n');
+        }
+    }
+    panic!("{msg}\n{logs}");
+}
+
+/// Every pod pings every other pod; all must answer.
+fn assert_all_pods_reach_each_other(test: &str, lab: &Lab) {
+    let t = Instant::now();
+    let m = lab.ping_matrix().unwrap_or_else(|e| panic!("{e}"));
+    let failures = m.failures();
+    if !failures.is_empty() {
+        fail(lab, &format!("{test}: pings unanswered:\n{}", m.render()));
+    }
+    record(&format!(
+        "{test}: {} pings between {} pods, all answered ({:.1} s)",
+        m.sent(),
+        m.pods.len(),
+        t.elapsed().as_secs_f64()
+    ));
+}
+
+/// The ToR holds every node's blocks and every borrowed address, each via the node
+/// that owns (or borrowed) it.
+fn assert_tor_learned_everything(lab: &Lab, kind: Kind) {
+    let dir = lab.spec().dir.join("tor");
+    let mut want = Vec::new();
+    for n in lab.nodes() {
+        want.push((n.block_v4.clone(), n.v4.clone()));
+        if let (Some(b), Some(a)) = (&n.block_v6, &n.v6) {
+            want.push((b.clone(), a.clone()));
+        }
+        for p in n.pods.iter().filter(|p| p.borrowed()) {
+            want.push((format!("{}/32", p.v4), n.v4.clone()));
+        }
+    }
+    for (prefix, next_hop) in want {
+        let words = lab::peerconf::tor_route_query(kind, &prefix);
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        let ok = || {
+            cli_at(kind, &dir, &w)
+                .map(|out| out.contains(&next_hop))
+                .unwrap_or(false)
+        };
+        if wait_for("the ToR's route", Duration::from_secs(10), ok).is_err() {
+            let out = cli_at(kind, &dir, &w).unwrap_or_else(|e| e.to_string());
+            fail(
+                lab,
+                &format!("{kind:?} ToR: no {prefix} via {next_hop}:\n{out}"),
+            );
+        }
+    }
+}
+
+fn mesh_with_tor(test: &str, prefix: &str, kind: Kind, tune: impl FnOnce(&mut LabSpec)) {
+    let Some((lab, _tmp)) = up(test, prefix, 4, kind.programs(), |s| {
+        s.tor = Some(kind);
+        tune(s);
+    }) else {
+        return;
+    };
+    assert_tor_learned_everything(&lab, kind);
+    assert_all_pods_reach_each_other(test, &lab);
+}
+
+#[test]
+fn mesh_of_4_with_bird_tor_dual_stack_and_borrowed_addresses() {
+    let test = "mesh_bird_tor";
+    mesh_with_tor(test, "lsb-", Kind::Bird, |s| {
+        s.pods = 2;
+        s.borrowed = 1;
+        s.ipv6 = true;
+    });
+}
+
+#[test]
+fn mesh_of_4_with_frr_tor() {
+    mesh_with_tor("mesh_frr_tor", "lsf-", Kind::Frr, |_| {});
+}
+
+#[test]
+fn mesh_of_4_with_gobgp_tor() {
+    mesh_with_tor("mesh_gobgp_tor", "lsg-", Kind::Gobgp, |_| {});
+}
+
+#[test]
+fn borrowed_address_reaches_every_node_and_its_owner_keeps_the_block() {
+    let test = "borrowed";
+    let Some((lab, _tmp)) = up(test, "lsw-", 3, &[], |s| {
+        s.pods = 1;
+        s.borrowed = 1;
+    }) else {
+        return;
+    };
+    // node-2's borrowed pod has an address from node-3's block.
+    let b = lab
+        .node(2)
+        .ok()
+        .and_then(|n| n.pods.iter().find(|p| p.borrowed()).cloned())
+        .unwrap_or_else(|| panic!("no borrowed pod"));
+    assert_eq!(b.owner, 3);
+    let owner = lab.routes(3).unwrap_or_else(|e| panic!("{e}"));
+    assert!(owner.blackhole("198.18.3.0/26"), "{:?}", owner.by_dst);
+    assert!(owner.via(&b.v4, "198.51.100.12"), "{:?}", owner.by_dst);
+    let first = lab.routes(1).unwrap_or_else(|e| panic!("{e}"));
+    assert!(first.via("198.18.3.0/26", "198.51.100.13"));
+    assert!(first.via(&b.v4, "198.51.100.12"));
+    // node-2 advertises it as borrowed (from the IPAM block) and does not install it.
+    let (_, out) = lab.tern_cli(2, &["routes", &format!("{}/32", b.v4), "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["routes"][0]["best"]["source"], "borrowed", "{v}");
+    // From every other pod, including the one on the block's owner.
+    for p in lab.pods().iter().filter(|p| p.ns != b.ns) {
+        assert!(
+            probe::ping(&p.ns, &b.v4),
+            "{} cannot reach the borrowed {}",
+            p.name,
+            b.v4
+        );
+    }
+    assert_all_pods_reach_each_other(test, &lab);
+}
+
+#[test]
+fn mixed_mesh_with_a_calico_bird_node() {
+    let test = "mixed_mesh_calico_bird";
+    let Some((lab, _tmp)) = up(test, "lsm-", 4, &["bird", "birdc"], |s| {
+        s.bird_nodes = 1;
+        s.tor = Some(Kind::Bird);
+        s.ipv6 = true;
+    }) else {
+        return;
+    };
+    let bird = lab.bird_node(4).unwrap_or_else(|| panic!("no BIRD node"));
+    let protocols = bird
+        .cli(&["show", "protocols"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mesh: Vec<&str> = protocols
+        .lines()
+        .filter(|l| l.starts_with("Mesh_"))
+        .collect();
+    assert_eq!(mesh.len(), 6, "{protocols}");
+    assert!(
+        mesh.iter().all(|l| l.contains("Established")),
+        "{protocols}"
+    );
+    // The BIRD node's own block reaches tern nodes from BIRD's static blackhole.
+    let r = lab.routes(1).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.via("198.18.4.0/26", "198.51.100.14"));
+    assert_all_pods_reach_each_other(test, &lab);
+}
+
+#[test]
+fn two_tern_route_reflectors_and_six_clients() {
+    let test = "route_reflectors_2_plus_6";
+    let Some((lab, _tmp)) = up(test, "lsr-", 8, &[], |s| {
+        s.topology = Topology::RouteReflectors(2);
+    }) else {
+        return;
+    };
+    // A client has exactly the two reflectors as peers; a reflector has the other
+    // reflector and the six clients.
+    let peers = |i: usize| {
+        let (_, out) = lab.tern_cli(i, &["peers", "-o", "json"]);
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let mut p: Vec<(String, String)> = v["peers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|p| {
+                (
+                    p["address"].as_str().unwrap_or("").to_string(),
+                    p["type"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        p.sort();
+        p
+    };
+    let client = peers(5);
+    assert_eq!(
+        client,
+        vec![
+            ("198.51.100.11".into(), "route reflector".into()),
+            ("198.51.100.12".into(), "route reflector".into())
+        ]
+    );
+    let rr = peers(1);
+    assert_eq!(rr.len(), 7, "{rr:?}");
+    assert_eq!(
+        rr.iter()
+            .filter(|p| p.1 == "route reflector client")
+            .count(),
+        6,
+        "{rr:?}"
+    );
+    assert_all_pods_reach_each_other(test, &lab);
+}
+
+#[test]
+fn bird_route_reflector_with_tern_clients() {
+    let test = "bird_reflector";
+    let Some((lab, _tmp)) = up(test, "lsx-", 4, &["bird", "birdc"], |s| {
+        s.topology = Topology::BirdReflector;
+        s.ipv6 = true;
+    }) else {
+        return;
+    };
+    let rr = lab.reflector().unwrap_or_else(|| panic!("no reflector"));
+    let table = rr.cli(&["show", "route"]).unwrap_or_else(|e| panic!("{e}"));
+    for n in lab.nodes() {
+        assert!(table.contains(&n.block_v4), "{table}");
+    }
+    // Reflected routes keep the originating node as next hop (checked on every FIB by
+    // the convergence wait) and a client's session is with the reflector only.
+    let (_, out) = lab.tern_cli(2, &["status", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let addrs: Vec<&str> = v["peers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["address"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(addrs.len(), 2, "{v}");
+    assert!(addrs.contains(&"198.51.100.2"), "{v}");
+    // The reflector also sends the LAN's own subnet (its `direct` routes): tern must
+    // not overwrite the kernel's connected route with it; the kernel refuses the add
+    // and `tern diagnose` says why.
+    let r = lab.routes(2).unwrap_or_else(|e| panic!("{e}"));
+    let lan = r.by_dst.get("198.51.100.0/24").cloned().unwrap_or_default();
+    assert_eq!(lan.protocol, "kernel", "{lan:?}");
+    let (_, diag) = lab.tern_cli(2, &["diagnose"]);
+    assert!(
+        diag.contains("198.51.100.0/24") && diag.contains("File exists"),
+        "{diag}"
+    );
+    assert_all_pods_reach_each_other(test, &lab);
+}
+
+/// Whether node `on`'s FIB routes node `of`'s IPv4 block via that node.
+fn has_block(lab: &Lab, on: usize, of: usize) -> bool {
+    let (Ok(n), Ok(r)) = (lab.node(of), lab.routes(on)) else {
+        return false;
+    };
+    r.via(&n.block_v4, &n.v4)
+}
+
+/// Node `on`'s view of its session to node `of` (RFC 4271 state name).
+fn session_state(lab: &Lab, on: usize, of: usize) -> String {
+    let addr = lab.node(of).map(|n| n.v4.clone()).unwrap_or_default();
+    let (_, out) = lab.tern_cli(on, &["peers", &addr, "-o", "json"]);
+    serde_json::from_str::<serde_json::Value>(&out)
+        .map(|v| v["peers"][0]["state"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn node_failure_keeps_routes_for_graceful_restart_then_withdraws_them() {
+    let test = "node_failure";
+    const RESTART: u64 = 6;
+    const HOLD: u64 = 6;
+    let Some((mut lab, _tmp)) = up(test, "lsn-", 4, &[], |s| {
+        s.restart_time = Some(RESTART as u32);
+        s.mesh_hold = Some(HOLD as u32);
+    }) else {
+        return;
+    };
+    let pod = |i: usize| {
+        lab.node(i)
+            .map(|n| n.pods[0].clone())
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (from, to3, to4) = (pod(1).ns, pod(3).v4, pod(4).v4);
+    assert!(probe::ping(&from, &to3) && probe::ping(&from, &to4));
+
+    // 1. node-3's tern crashes (kill -9): the kernel closes its connections, peers
+    // notice at once and keep its routes for the graceful-restart time it announced.
+    let t0 = Instant::now();
+    lab.kill_tern(3);
+    if wait_for("node-1 to see node-3 down", Duration::from_secs(10), || {
+        session_state(&lab, 1, 3) != "Established"
+    })
+    .is_err()
+    {
+        fail(&lab, "node-1 never saw the session to node-3 go down");
+    }
+    let detected = t0.elapsed();
+    // The routes stay and node-3's pods stay reachable (its kernel still forwards:
+    // only its tern died).
+    assert!(has_block(&lab, 1, 3), "node-3's block left node-1 at once");
+    assert!(
+        probe::ping(&from, &to3),
+        "traffic stopped during graceful restart"
+    );
+    if wait_for("node-3's block withdrawn", Duration::from_secs(30), || {
+        !has_block(&lab, 1, 3) && !has_block(&lab, 2, 3)
+    })
+    .is_err()
+    {
+        fail(&lab, "node-3's block was never withdrawn");
+    }
+    let withdrawn = t0.elapsed();
+    assert!(
+        withdrawn >= Duration::from_secs(RESTART - 1),
+        "withdrawn after {withdrawn:?}, before the {RESTART} s restart time"
+    );
+    assert!(!probe::ping(&from, &to3), "node-3's pod still reachable");
+    record(&format!(
+        "{test}: kill -9 of node-3's tern seen by node-1 after {:.2} s (its connections \
+         close); routes kept for graceful restart, withdrawn {:.1} s after the kill \
+         (restart time {RESTART} s)",
+        detected.as_secs_f64(),
+        withdrawn.as_secs_f64()
+    ));
+
+    // 2. node-4 dies silently (its link goes down: no FIN, no RST). Without BFD only
+    // the hold timer notices; then its routes go at once (no graceful restart after a
+    // hold timer expiry).
+    let t1 = Instant::now();
+    lab.exec_on_node(4, "ip", &["link", "set", "eth0", "down"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    if wait_for("node-4's block withdrawn", Duration::from_secs(30), || {
+        !has_block(&lab, 1, 4)
+    })
+    .is_err()
+    {
+        fail(&lab, "node-4's block was never withdrawn");
+    }
+    let silent = t1.elapsed();
+    assert!(
+        silent >= Duration::from_secs(HOLD / 2) && silent <= Duration::from_secs(HOLD + 3),
+        "silent failure detected after {silent:?} with a {HOLD} s hold time"
+    );
+    assert!(!probe::ping(&from, &to4));
+    let log = lab.tern_log(1);
+    assert!(log.contains("Hold Timer Expired"), "{log}");
+    record(&format!(
+        "{test}: node-4 silently gone (link down): node-1 withdrew its block after {:.1} s \
+         (BFD-less detection = hold timer, nodeMeshHoldTime {HOLD} s, keepalive {} s; \
+         with the 90 s default it would be up to 90 s)",
+        silent.as_secs_f64(),
+        HOLD / 3
+    ));
+
+    // 3. Both come back: the cluster converges again.
+    let t2 = Instant::now();
+    lab.exec_on_node(4, "ip", &["link", "set", "eth0", "up"])
+        .and_then(|_| {
+            lab.exec_on_node(
+                4,
+                "ip",
+                &["route", "replace", "default", "via", lab::plan::GATEWAY_V4],
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    lab.start_tern(3).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = lab.wait_converged(Duration::from_secs(60)) {
+        fail(&lab, &e.to_string());
+    }
+    assert!(probe::ping(&from, &to3) && probe::ping(&from, &to4));
+    record(&format!(
+        "{test}: node-3 restarted and node-4's link back: converged again {:.1} s later",
+        t2.elapsed().as_secs_f64()
+    ));
+
+    // 4. Someone deletes one of tern's routes: it is put back.
+    let t3 = Instant::now();
+    lab.exec_on_node(2, "ip", &["route", "del", "198.18.1.0/26"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    if wait_for("the deleted route back", Duration::from_secs(10), || {
+        has_block(&lab, 2, 1)
+    })
+    .is_err()
+    {
+        fail(&lab, "a deleted tern route was not put back");
+    }
+    record(&format!(
+        "{test}: a tern route deleted with `ip route del` was back after {:.1} s",
+        t3.elapsed().as_secs_f64()
+    ));
+}
+
+#[test]
+fn node_without_layer2_reachability_is_diagnosed() {
+    let test = "layer2";
+    let Some((lab, _tmp)) = up(test, "lsl-", 3, &[], |s| {
+        s.far_nodes = 1;
+    }) else {
+        return;
+    };
+    // Sessions come up through the router, but the next hop 203.0.113.13 is not on
+    // node-1's subnet: its block cannot be installed and its pod is unreachable.
+    let to = lab
+        .node(3)
+        .map(|n| n.pods[0].v4.clone())
+        .unwrap_or_default();
+    let from = lab
+        .node(1)
+        .map(|n| n.pods[0].ns.clone())
+        .unwrap_or_default();
+    assert!(!probe::ping(&from, &to));
+    let findings = |i: usize| {
+        let (_, out) = lab.tern_cli(i, &["diagnose", "-o", "json"]);
+        serde_json::from_str::<serde_json::Value>(&out)
+            .ok()
+            .and_then(|v| v["findings"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let l2 = |f: &serde_json::Value, subject: &str, mine: &str, theirs: &str| {
+        f["kind"] == "no-layer2-reachability"
+            && f["subject"].as_str().unwrap_or("").contains(subject)
+            && f["evidence"].as_str().unwrap_or("").contains(mine)
+            && f["evidence"].as_str().unwrap_or("").contains(theirs)
+    };
+    let ok = wait_for("node-1's finding", Duration::from_secs(15), || {
+        findings(1)
+            .iter()
+            .any(|f| l2(f, "node-3", "198.51.100.0/24", "203.0.113.0/24"))
+    });
+    if ok.is_err() {
+        fail(&lab, &format!("node-1 findings: {:?}", findings(1)));
+    }
+    // The kernel refused node-3's block on node-1 (its next hop is not on-link).
+    assert!(
+        findings(1)
+            .iter()
+            .any(|f| f["kind"] == "route-refused" && f["subject"] == "198.18.3.0/26"),
+        "{:?}",
+        findings(1)
+    );
+    let f3 = findings(3);
+    assert!(
+        f3.iter()
+            .any(|f| l2(f, "node-1", "203.0.113.0/24", "198.51.100.0/24")),
+        "{f3:?}"
+    );
+    // node-2 and node-1 still reach each other.
+    let n2 = lab
+        .node(2)
+        .map(|n| n.pods[0].v4.clone())
+        .unwrap_or_default();
+    assert!(probe::ping(&from, &n2));
+    let (_, text) = lab.tern_cli(1, &["diagnose"]);
+    eprintln!("$ tern diagnose   (node-1)\n{text}");
+    record(&format!(
+        "{test}: {} findings on node-1, {} on node-3",
+        findings(1).len(),
+        f3.len()
+    ));
+}
