@@ -222,7 +222,19 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
         .current()
         .cloned()
         .ok_or("no intent after an accepted snapshot")?;
-    let (speaker_cfg, peer_errors) = convert::speaker_config(&intent, &secrets_dir);
+    let (mut speaker_cfg, peer_errors) = convert::speaker_config(&intent, &secrets_dir);
+    // Our routes still in the kernel: this is a restart with forwarding kept, so peers
+    // are asked to keep ours until we have sent them our table again.
+    let (atx, arx) = tokio::sync::oneshot::channel();
+    let _ = fib.send(FibMsg::Adopted(atx)).await;
+    let adopted = arx.await.unwrap_or(0);
+    if adopted > 0 {
+        tracing::info!(
+            routes = adopted,
+            "restarting with forwarding state kept: announcing graceful restart (R and F bits) and holding our UPDATEs until every peer has sent End-of-RIB"
+        );
+        speaker_cfg.restarting = true;
+    }
     for e in &peer_errors {
         tracing::error!("session not started: {e}");
     }
@@ -607,6 +619,16 @@ async fn on_speaker_event(
                 if let Some(p) = s.peers.get_mut(&addr.ip()) {
                     p.state = format!("{to:?}");
                 }
+            }
+        }
+        SpeakerEvent::RestartComplete { peers, by_timer } => {
+            if by_timer {
+                tracing::warn!(peers, "graceful restart over: selection deferral timer ran out before every peer sent End-of-RIB; our table sent");
+            } else {
+                tracing::info!(
+                    peers,
+                    "graceful restart over: every peer sent End-of-RIB; our table sent"
+                );
             }
         }
         SpeakerEvent::Refused(addr) => {

@@ -139,6 +139,63 @@ fn mesh_with_tor(test: &str, prefix: &str, kind: Kind, tune: impl FnOnce(&mut La
     };
     assert_tor_learned_everything(&lab, kind);
     assert_all_pods_reach_each_other(test, &lab);
+    tor_keeps_routes_while_tern_restarts(test, lab, kind);
+}
+
+/// Graceful restart, tern as the restarting side: node-1's tern is killed and started
+/// again; the ToR (a helper) must keep node-1's block the whole time, because tern
+/// announces the R and F bits on restart and sends its table and End-of-RIB only once
+/// every peer has sent its own End-of-RIB.
+fn tor_keeps_routes_while_tern_restarts(test: &str, mut lab: Lab, kind: Kind) {
+    let dir = lab.spec().dir.join("tor");
+    let (block, hop) = lab
+        .node(1)
+        .map(|n| (n.block_v4.clone(), n.v4.clone()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let words = lab::peerconf::tor_route_query(kind, &block);
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    let tor_has = || {
+        cli_at(kind, &dir, &w)
+            .map(|out| out.contains(&hop))
+            .unwrap_or(false)
+    };
+    let t0 = Instant::now();
+    lab.kill_tern(1);
+    std::thread::sleep(Duration::from_millis(500));
+    lab.start_tern(1).unwrap_or_else(|e| panic!("{e}"));
+    let mut checks = 0;
+    let done = |lab: &Lab| {
+        lab.tern_log(1)
+            .contains("graceful restart over: every peer sent End-of-RIB")
+    };
+    while !done(&lab) {
+        assert!(
+            tor_has(),
+            "{kind:?} ToR lost {block} while node-1's tern restarted"
+        );
+        checks += 1;
+        if t0.elapsed() > Duration::from_secs(40) {
+            fail(&lab, "node-1's graceful restart never completed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let restarted = t0.elapsed();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(tor_has(), "{kind:?} ToR lost {block} after the restart");
+    let log = lab.tern_log(1);
+    assert!(
+        log.contains("restarting with forwarding state kept"),
+        "{log}"
+    );
+    if let Err(e) = lab.wait_converged(Duration::from_secs(30)) {
+        fail(&lab, &e.to_string());
+    }
+    assert_all_pods_reach_each_other(test, &lab);
+    record(&format!(
+        "{test}: node-1's tern killed and restarted: graceful restart complete after {:.1} s, \
+         the {kind:?} ToR kept its block throughout ({checks} checks)",
+        restarted.as_secs_f64()
+    ));
 }
 
 #[test]

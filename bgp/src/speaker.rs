@@ -78,7 +78,18 @@ pub struct SpeakerConfig {
     pub max_paths: usize,
     /// Peers.
     pub peers: Vec<PeerConfig>,
+    /// We restarted with our forwarding state kept (our routes are still in the
+    /// kernel): announce the graceful-restart R bit and F bits, and hold each peer's
+    /// initial UPDATEs until every peer has sent End-of-RIB or the selection deferral
+    /// timer runs out (RFC 4724 §4.1), so peers keep our routes meanwhile and never see
+    /// a half table.
+    pub restarting: bool,
 }
+
+/// Longest time a restarting speaker holds its initial UPDATEs (RFC 4724's selection
+/// deferral timer); never more than half the restart time announced to a peer, so no
+/// helper gives up on our routes first.
+pub const SELECTION_DEFERRAL: Duration = Duration::from_secs(30);
 
 /// What the owner of the speaker can ask.
 #[derive(Debug)]
@@ -137,6 +148,14 @@ pub enum SpeakerEvent {
     Refused(SocketAddr),
     /// A session's RFC 4271 state changed (`Connect`, `Active`, `OpenSent`, ...).
     PeerState(SocketAddr, crate::fsm::State),
+    /// Our graceful restart is over: the initial UPDATEs went to `peers` peers, after
+    /// End-of-RIB from every peer or (`by_timer`) after the selection deferral timer.
+    RestartComplete {
+        /// Peers whose initial UPDATEs had been held.
+        peers: usize,
+        /// The timer ended it, not End-of-RIB from every peer.
+        by_timer: bool,
+    },
 }
 
 struct Peer {
@@ -154,6 +173,11 @@ struct Peer {
     updates_in: u64,
     /// UPDATEs sent.
     updates_out: u64,
+    /// The families negotiated with it and those it sent End-of-RIB for, this session.
+    families: Vec<Family>,
+    eor_in: Vec<Family>,
+    /// While we restart: the session is up but its initial UPDATEs are held.
+    held: Option<Negotiated>,
 }
 
 /// Starts the speaker; returns its command channel. Sessions start at once.
@@ -186,8 +210,15 @@ pub async fn spawn(
         local: true,
     });
     let (gtx, grx) = mpsc::channel(16);
+    let deferral = cfg
+        .peers
+        .iter()
+        .map(|p| Duration::from_secs(u64::from(p.restart_time.unwrap_or(DEFAULT_RESTART_TIME)) / 2))
+        .fold(SELECTION_DEFERRAL, Duration::min);
     let task = Task {
         rib: Rib::new(cfg.max_paths),
+        restarting: cfg.restarting,
+        deferral_deadline: tokio::time::Instant::now() + deferral,
         cfg,
         peers,
         listener,
@@ -218,7 +249,10 @@ async fn start_peer(
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(120),
-        capabilities: capabilities(p.restart_time.unwrap_or(DEFAULT_RESTART_TIME)),
+        capabilities: capabilities(
+            p.restart_time.unwrap_or(DEFAULT_RESTART_TIME),
+            cfg.restarting,
+        ),
     };
     let dc = DriverConfig {
         fsm,
@@ -243,6 +277,9 @@ async fn start_peer(
         restart_gen: 0,
         updates_in: 0,
         updates_out: 0,
+        families: Vec::new(),
+        eor_in: Vec::new(),
+        held: None,
     })
 }
 
@@ -251,23 +288,24 @@ async fn start_peer(
 pub const DEFAULT_RESTART_TIME: u16 = 120;
 
 /// What we advertise: IPv4 and IPv6 unicast, route refresh (plain and enhanced), and
-/// graceful restart awareness, so peers send End-of-RIB and keep our routes for
-/// `restart_time` seconds when our connection drops.
-fn capabilities(restart_time: u16) -> Vec<Capability> {
+/// graceful restart, so peers send End-of-RIB and keep our routes for `restart_time`
+/// seconds when our connection drops; `restarting` sets the R bit and says our
+/// forwarding state was kept (F bits) for both families.
+fn capabilities(restart_time: u16, restarting: bool) -> Vec<Capability> {
     vec![
         Capability::Multiprotocol(Family::IPV4_UNICAST),
         Capability::Multiprotocol(Family::IPV6_UNICAST),
         Capability::RouteRefresh,
         Capability::EnhancedRouteRefresh,
         Capability::GracefulRestart(GracefulRestart {
-            restart_state: false,
+            restart_state: restarting,
             notification: false,
             restart_time: restart_time.min(4095),
             families: [Family::IPV4_UNICAST, Family::IPV6_UNICAST]
                 .into_iter()
                 .map(|family| GracefulRestartFamily {
                     family,
-                    forwarding_preserved: false,
+                    forwarding_preserved: restarting,
                 })
                 .collect(),
         }),
@@ -286,6 +324,10 @@ struct Task {
     me: Arc<PeerSource>,
     /// Restart timers of peers we help through a graceful restart report here.
     restart_timers: mpsc::Sender<(IpAddr, u64)>,
+    /// Our own graceful restart is running (initial UPDATEs held).
+    restarting: bool,
+    /// When the selection deferral timer ends it.
+    deferral_deadline: tokio::time::Instant,
 }
 
 /// Whether a session that went down this way keeps its routes while the peer restarts
@@ -314,6 +356,9 @@ impl Task {
     ) {
         loop {
             tokio::select! {
+                () = tokio::time::sleep_until(self.deferral_deadline), if self.restarting => {
+                    self.end_deferral(true).await;
+                }
                 Some((ip, generation)) = restart_expired.recv() => {
                     let current = self.peers.get(&ip).is_some_and(|p| p.restart_gen == generation);
                     if current {
@@ -484,23 +529,6 @@ impl Task {
                     rr_client: cfg.rr_client,
                     local: false,
                 });
-                // The whole table, then End-of-RIB for each family.
-                let mut out =
-                    AdjRibOut::new(self.export_policy(&cfg)).with_families(&negotiated.families);
-                let all: Vec<BestChange> = self
-                    .rib
-                    .iter()
-                    .map(|(p, b)| BestChange {
-                        prefix: *p,
-                        now: Some(b.clone()),
-                    })
-                    .collect();
-                let mut msgs = out.apply(&all, &negotiated.tx).unwrap_or_default();
-                for f in &negotiated.families {
-                    if let Ok(b) = Message::Update(Update::end_of_rib(*f)).encode(&negotiated.tx) {
-                        msgs.push(b);
-                    }
-                }
                 // RFC 4724 §4.2: stale routes of a family whose forwarding state the
                 // peer did not keep (or with no graceful restart at all now) go at once.
                 let not_kept: Vec<Family> = match self.peers.get(&peer.ip()) {
@@ -521,17 +549,22 @@ impl Task {
                 for f in not_kept {
                     self.end_restart(peer.ip(), Some(f)).await;
                 }
+                let restarting = self.restarting;
                 if let Some(p) = self.peers.get_mut(&peer.ip()) {
                     p.graceful_restart = negotiated.peer_graceful_restart.clone();
                     p.source = Some(source);
-                    p.out = Some((out, negotiated.tx, negotiated.enhanced_route_refresh));
-                    p.updates_out += msgs.len() as u64;
-                    let _ = p.handle.send(Command::SendUpdates(msgs)).await;
+                    p.families = negotiated.families.clone();
+                    p.eor_in.clear();
+                    p.held = restarting.then(|| (*negotiated).clone());
+                }
+                if !restarting {
+                    self.send_initial(peer.ip(), &negotiated).await;
                 }
                 let _ = self
                     .events
                     .send(SpeakerEvent::PeerUp(peer, negotiated))
                     .await;
+                self.check_deferral().await;
             }
             SessionEvent::Down { peer, reason } => {
                 let ip = peer.ip();
@@ -540,6 +573,7 @@ impl Task {
                     let was_up = p.source.is_some();
                     p.source = None;
                     p.out = None;
+                    p.held = None;
                     match p.graceful_restart.as_ref() {
                         Some(gr) if was_up && keeps_routes(&reason) => {
                             p.stale = gr_families(gr);
@@ -608,6 +642,10 @@ impl Task {
                 self.propagate(changes).await;
                 if let Some(f) = end_of_rib {
                     self.end_restart(peer.ip(), Some(f)).await;
+                    if let Some(p) = self.peers.get_mut(&peer.ip()) {
+                        p.eor_in.push(f);
+                    }
+                    self.check_deferral().await;
                 }
             }
             SessionEvent::RouteRefresh { peer, refresh } => {
@@ -629,6 +667,76 @@ impl Task {
                 }
             }
         }
+    }
+
+    /// Sends a peer that just came up the whole table, then End-of-RIB per family.
+    async fn send_initial(&mut self, ip: IpAddr, negotiated: &Negotiated) {
+        let Some(cfg) = self.peers.get(&ip).map(|p| p.cfg.clone()) else {
+            return;
+        };
+        let mut out = AdjRibOut::new(self.export_policy(&cfg)).with_families(&negotiated.families);
+        let all: Vec<BestChange> = self
+            .rib
+            .iter()
+            .map(|(p, b)| BestChange {
+                prefix: *p,
+                now: Some(b.clone()),
+            })
+            .collect();
+        let mut msgs = out.apply(&all, &negotiated.tx).unwrap_or_default();
+        for f in &negotiated.families {
+            if let Ok(b) = Message::Update(Update::end_of_rib(*f)).encode(&negotiated.tx) {
+                msgs.push(b);
+            }
+        }
+        if let Some(p) = self.peers.get_mut(&ip) {
+            p.out = Some((out, negotiated.tx, negotiated.enhanced_route_refresh));
+            p.updates_out += msgs.len() as u64;
+            let _ = p.handle.send(Command::SendUpdates(msgs)).await;
+        }
+    }
+
+    /// While we restart: once every peer is up and has sent End-of-RIB for each of its
+    /// families, our Loc-RIB is complete and the held UPDATEs can go.
+    async fn check_deferral(&mut self) {
+        if !self.restarting {
+            return;
+        }
+        // A peer without graceful restart need not send End-of-RIB: its being up is
+        // enough.
+        let complete = self.peers.values().all(|p| {
+            p.source.is_some()
+                && (p.graceful_restart.is_none() || p.families.iter().all(|f| p.eor_in.contains(f)))
+        });
+        if complete {
+            self.end_deferral(false).await;
+        }
+    }
+
+    /// Ends our graceful restart: each held peer gets its table and End-of-RIB, and
+    /// later OPENs no longer carry the R and F bits.
+    async fn end_deferral(&mut self, by_timer: bool) {
+        self.restarting = false;
+        self.cfg.restarting = false;
+        let held: Vec<(IpAddr, Negotiated)> = self
+            .peers
+            .iter_mut()
+            .filter_map(|(ip, p)| p.held.take().map(|n| (*ip, n)))
+            .collect();
+        for (ip, n) in &held {
+            self.send_initial(*ip, n).await;
+        }
+        for p in self.peers.values() {
+            let caps = capabilities(p.cfg.restart_time.unwrap_or(DEFAULT_RESTART_TIME), false);
+            let _ = p.handle.send(Command::SetCapabilities(caps)).await;
+        }
+        let _ = self
+            .events
+            .send(SpeakerEvent::RestartComplete {
+                peers: held.len(),
+                by_timer,
+            })
+            .await;
     }
 
     /// The peer re-sent a family's routes (End-of-RIB), did not keep its forwarding

@@ -104,6 +104,7 @@ fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
                             allowas_in: 0,
                             restart_time: None,
                         }],
+                        restarting: false,
                     };
                     let (etx, mut erx) = tokio::sync::mpsc::channel(64);
                     let c = speaker::spawn(cfg, etx)

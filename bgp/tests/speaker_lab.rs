@@ -54,6 +54,7 @@ fn config(me: [u8; 4], asn: u32, peers: Vec<PeerConfig>) -> SpeakerConfig {
         cluster_id: None,
         max_paths: 4,
         peers,
+        restarting: false,
     }
 }
 

@@ -45,6 +45,7 @@ pub fn speaker_config(i: &Intent, secrets_dir: &Path) -> (SpeakerConfig, Vec<Str
         cluster_id: i.rr_cluster_id,
         max_paths: 8,
         peers,
+        restarting: false,
     };
     (cfg, errors)
 }

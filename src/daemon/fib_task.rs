@@ -63,6 +63,9 @@ pub enum FibMsg {
     Diagnose(Vec<PeerFacts>, oneshot::Sender<Vec<Finding>>),
     /// Prefixes installed, for `tern routes`.
     Installed(oneshot::Sender<Vec<IpNet>>),
+    /// How many of tern's routes an earlier run left in the kernel (found at start):
+    /// non-zero means we restart with our forwarding state kept.
+    Adopted(oneshot::Sender<usize>),
 }
 
 struct Task<B: Backend> {
@@ -75,6 +78,8 @@ struct Task<B: Backend> {
     /// the only ones the restart grace protects. A route this run wanted and then
     /// withdrew goes at once, grace or not.
     adopted: BTreeSet<IpNet>,
+    /// How many routes of ours were in the kernel at start.
+    found_at_start: usize,
     grace: bool,
     /// Duration of the last kernel batch.
     last_apply: std::time::Duration,
@@ -106,6 +111,7 @@ pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>, res
         backend,
         wanted: BTreeMap::new(),
         adopted: kernel.keys().copied().collect(),
+        found_at_start: kernel.len(),
         kernel,
         failures: BTreeMap::new(),
         grace: true,
@@ -190,11 +196,14 @@ pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>, res
             FibMsg::Diagnose(peers, reply) => {
                 let _ = reply.send(t.diagnose(&peers).await);
             }
+            FibMsg::Adopted(reply) => {
+                let _ = reply.send(t.found_at_start);
+            }
             FibMsg::Installed(reply) => {
                 let _ = reply.send(
                     t.kernel
                         .iter()
-                        .filter(|(p, r)| t.wanted.get(p) == Some(r))
+                        .filter(|(p, r)| t.wanted.get(p).is_some_and(|w| same(w, r)))
                         .map(|(p, _)| *p)
                         .collect(),
                 );

@@ -223,6 +223,12 @@ impl Session {
         }
     }
 
+    /// Replaces the capabilities announced in the next OPEN (a session that is up keeps
+    /// what it negotiated): the graceful-restart R and F bits end with our restart.
+    pub fn set_capabilities(&mut self, capabilities: Vec<Capability>) {
+        self.cfg.capabilities = capabilities;
+    }
+
     /// Current state.
     pub fn state(&self) -> State {
         self.state

@@ -55,6 +55,8 @@ pub enum Command {
     SendUpdates(Vec<Bytes>),
     /// A connection the listener accepted from this peer.
     Incoming(TcpStream),
+    /// Capabilities for the next OPEN (see [`crate::fsm::Session::set_capabilities`]).
+    SetCapabilities(Vec<crate::wire::Capability>),
 }
 
 /// What a session reports.
@@ -210,6 +212,10 @@ async fn run(
                 Some(Command::Start) => Event::ManualStart,
                 Some(Command::Stop(text)) => Event::ManualStop(text),
                 Some(Command::SendUpdates(u)) => Event::SendUpdates(u),
+                Some(Command::SetCapabilities(c)) => {
+                    d.fsm.set_capabilities(c);
+                    continue;
+                }
                 Some(Command::Incoming(s)) => {
                     // Adopt at once only when we are not connecting ourselves: if we are,
                     // the peer may be adopting our connection right now, and dropping it
