@@ -61,6 +61,9 @@ pub struct PeerConfig {
     /// it keeps our routes while we restart (Calico's nodeMeshMaxRestartTime /
     /// maxRestartTime). None: 120 s, BIRD's and Calico's default.
     pub restart_time: Option<u16>,
+    /// Families offered on this session (Multiprotocol capabilities); empty means IPv4
+    /// and IPv6 unicast.
+    pub families: Vec<Family>,
 }
 
 /// The speaker's settings.
@@ -249,10 +252,7 @@ async fn start_peer(
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(120),
-        capabilities: capabilities(
-            p.restart_time.unwrap_or(DEFAULT_RESTART_TIME),
-            cfg.restarting,
-        ),
+        capabilities: capabilities(p, cfg.restarting),
     };
     let dc = DriverConfig {
         fsm,
@@ -287,21 +287,28 @@ async fn start_peer(
 /// Calico's default).
 pub const DEFAULT_RESTART_TIME: u16 = 120;
 
-/// What we advertise: IPv4 and IPv6 unicast, route refresh (plain and enhanced), and
-/// graceful restart, so peers send End-of-RIB and keep our routes for `restart_time`
-/// seconds when our connection drops; `restarting` sets the R bit and says our
-/// forwarding state was kept (F bits) for both families.
-fn capabilities(restart_time: u16, restarting: bool) -> Vec<Capability> {
-    vec![
-        Capability::Multiprotocol(Family::IPV4_UNICAST),
-        Capability::Multiprotocol(Family::IPV6_UNICAST),
+/// What we advertise to peer `p`: its families (Multiprotocol), route refresh (plain
+/// and enhanced), and graceful restart, so peers send End-of-RIB and keep our routes
+/// for the restart time when our connection drops; `restarting` sets the R bit and
+/// says our forwarding state was kept (F bits).
+fn capabilities(p: &PeerConfig, restarting: bool) -> Vec<Capability> {
+    let families = if p.families.is_empty() {
+        vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST]
+    } else {
+        p.families.clone()
+    };
+    let mut caps: Vec<Capability> = families
+        .iter()
+        .map(|f| Capability::Multiprotocol(*f))
+        .collect();
+    caps.extend([
         Capability::RouteRefresh,
         Capability::EnhancedRouteRefresh,
         Capability::GracefulRestart(GracefulRestart {
             restart_state: restarting,
             notification: false,
-            restart_time: restart_time.min(4095),
-            families: [Family::IPV4_UNICAST, Family::IPV6_UNICAST]
+            restart_time: p.restart_time.unwrap_or(DEFAULT_RESTART_TIME).min(4095),
+            families: families
                 .into_iter()
                 .map(|family| GracefulRestartFamily {
                     family,
@@ -309,7 +316,8 @@ fn capabilities(restart_time: u16, restarting: bool) -> Vec<Capability> {
                 })
                 .collect(),
         }),
-    ]
+    ]);
+    caps
 }
 
 struct Task {
@@ -727,7 +735,7 @@ impl Task {
             self.send_initial(*ip, n).await;
         }
         for p in self.peers.values() {
-            let caps = capabilities(p.cfg.restart_time.unwrap_or(DEFAULT_RESTART_TIME), false);
+            let caps = capabilities(&p.cfg, false);
             let _ = p.handle.send(Command::SetCapabilities(caps)).await;
         }
         let _ = self

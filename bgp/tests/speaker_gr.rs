@@ -103,6 +103,7 @@ fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
                             next_hop_self: false,
                             allowas_in: 0,
                             restart_time: None,
+                            families: Vec::new(),
                         }],
                         restarting: false,
                     };

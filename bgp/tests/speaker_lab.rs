@@ -43,6 +43,7 @@ fn peer(addr: [u8; 4], peer_as: u32, me: [u8; 4]) -> PeerConfig {
         next_hop_self: false,
         allowas_in: 0,
         restart_time: None,
+        families: Vec::new(),
     }
 }
 

@@ -266,6 +266,28 @@ pub struct PeerResource {
     pub next_hop: NextHopMode,
     /// Selected nodes peer back automatically.
     pub reverse_auto: bool,
+    /// Families the session carries (tern's `families`); empty: the address's family.
+    pub families: Vec<AddressFamily>,
+}
+
+/// An address family a session carries (unicast).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddressFamily {
+    /// IPv4 unicast.
+    Ipv4,
+    /// IPv6 unicast.
+    Ipv6,
+}
+
+impl AddressFamily {
+    /// The family of `addr`.
+    pub fn of(addr: IpAddr) -> AddressFamily {
+        if addr.is_ipv4() {
+            AddressFamily::Ipv4
+        } else {
+            AddressFamily::Ipv6
+        }
+    }
 }
 
 /// How pods in a pool are reached across nodes.

@@ -98,6 +98,9 @@ pub struct PeerIntent {
     pub filters: Vec<Filter>,
     /// The Node the peer is, when it is one.
     pub peer_node: Option<String>,
+    /// Families the session carries: the address's family unless the BGPPeer names
+    /// them (tern's `families`), as Calico configures one BIRD session per family.
+    pub families: Vec<crate::cluster::AddressFamily>,
     /// The subnet that Node's address is on (its Node resource's prefix length), so
     /// a layer-2 finding can name both networks.
     pub peer_network: Option<IpNet>,

@@ -188,6 +188,10 @@ pub struct BgpPeerSpec {
     pub source_address: Option<String>,
     /// Graceful-restart time (Go duration).
     pub max_restart_time: Option<String>,
+    /// tern's extension: the address families this session carries (`IPv4`, `IPv6`).
+    /// Default: the family of the peer's address, as Calico's BIRD configuration does.
+    #[serde(default)]
+    pub families: Vec<String>,
     /// Keepalive interval (Go duration).
     pub keepalive_time: Option<String>,
     /// Hold time (Go duration): tern's extension.

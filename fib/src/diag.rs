@@ -29,6 +29,9 @@ pub enum FindingKind {
     NeighbourFailed,
     /// The neighbour entry of a next hop is still INCOMPLETE.
     NeighbourIncomplete,
+    /// The kernel dropped TCP segments for a wrong or missing TCP-MD5 signature while a
+    /// peer with a password is not up.
+    Md5Mismatch,
     /// The kernel refused a route.
     RouteRefused,
 }
@@ -218,6 +221,69 @@ pub fn next_hops(
         }
     }
     out
+}
+
+/// The kernel's TCP-MD5 counters (Linux `/proc/net/netstat`, `TcpExt:` line):
+/// segments dropped because a signature was expected and missing, present and not
+/// expected, or wrong.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Md5Counters {
+    /// `TCPMD5NotFound`: we expected a signature, the segment had none.
+    pub not_found: u64,
+    /// `TCPMD5Unexpected`: the segment had one, we expected none.
+    pub unexpected: u64,
+    /// `TCPMD5Failure`: the signature was wrong (another password).
+    pub failure: u64,
+}
+
+impl Md5Counters {
+    /// Reads them from the text of `/proc/net/netstat` (a header line of names, then a
+    /// line of values, per group); None when the kernel has no such counters.
+    pub fn parse(netstat: &str) -> Option<Md5Counters> {
+        let mut lines = netstat.lines();
+        while let Some(names) = lines.next() {
+            let values = lines.next()?;
+            if !names.starts_with("TcpExt:") {
+                continue;
+            }
+            let mut c = Md5Counters::default();
+            let mut seen = false;
+            for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+                let slot = match n {
+                    "TCPMD5NotFound" => &mut c.not_found,
+                    "TCPMD5Unexpected" => &mut c.unexpected,
+                    "TCPMD5Failure" => &mut c.failure,
+                    _ => continue,
+                };
+                *slot = v.parse().unwrap_or(0);
+                seen = true;
+            }
+            return seen.then_some(c);
+        }
+        None
+    }
+}
+
+/// Peers with a TCP-MD5 password that are not up, while the kernel counts segments it
+/// dropped for their signatures: the passwords (or who uses one) differ.
+pub fn md5(counters: Md5Counters, peers_down: &[String]) -> Vec<Finding> {
+    let total = counters.not_found + counters.unexpected + counters.failure;
+    if total == 0 {
+        return Vec::new();
+    }
+    peers_down
+        .iter()
+        .map(|p| Finding {
+            kind: FindingKind::Md5Mismatch,
+            subject: p.clone(),
+            evidence: format!(
+                "the session is configured with a TCP-MD5 password and is not up, and the kernel dropped TCP segments for their signatures: {} with a wrong signature, {} without the expected one, {} with an unexpected one (TcpExt TCPMD5Failure / NotFound / Unexpected)",
+                counters.failure, counters.not_found, counters.unexpected
+            ),
+            suggestion: "check that both sides use the same password (tern: the BGPPeer's or BGPConfiguration's password; the peer: its neighbour password), and that the peer has one at all".into(),
+            severity: Severity::Error,
+        })
+        .collect()
 }
 
 /// Routes the kernel refused.

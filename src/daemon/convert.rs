@@ -8,8 +8,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tern_bgp::rib::Best;
 use tern_bgp::speaker::{PeerConfig, SpeakerConfig};
-use tern_bgp::wire::{Community, LargeCommunity, Origin, PathAttributes};
-use tern_config::cluster::NextHopMode;
+use tern_bgp::wire::{Community, Family, LargeCommunity, Origin, PathAttributes};
+use tern_config::cluster::{AddressFamily, NextHopMode};
 use tern_config::intent::{Intent, Origination, PeerIntent};
 use tern_config::values;
 use tern_fib::{NextHop, Route, RouteKind};
@@ -88,6 +88,14 @@ pub fn peer_config(i: &Intent, p: &PeerIntent, secrets_dir: &Path) -> Result<Pee
         next_hop_self: p.next_hop == NextHopMode::SelfHop,
         allowas_in: u8::try_from(p.allowas_in).unwrap_or(u8::MAX),
         // Validation caps the time at 4095 s, the capability's 12-bit field.
+        families: p
+            .families
+            .iter()
+            .map(|f| match f {
+                AddressFamily::Ipv4 => Family::IPV4_UNICAST,
+                AddressFamily::Ipv6 => Family::IPV6_UNICAST,
+            })
+            .collect(),
         restart_time: p
             .restart_time
             .map(|t| u16::try_from(t.as_secs()).unwrap_or(4095).min(4095)),

@@ -282,6 +282,8 @@ impl DaemonHandler {
                     .await
                     .map_err(|_| "the FIB task has stopped".to_string())?;
                 let mut findings = ask("FIB task", rx).await?;
+                let md5 = md5_findings(&*self.lock()?);
+                findings.extend(md5);
                 findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
                 json(&DiagnoseReply {
                     findings: findings
@@ -389,5 +391,26 @@ impl Handler for DaemonHandler {
         request: Request,
     ) -> Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + '_>> {
         Box::pin(self.answer(request))
+    }
+}
+
+/// TCP-MD5 trouble: peers with a password that are not up, when the kernel (this
+/// namespace's `/proc/net/netstat`) counts segments dropped for their signatures.
+fn md5_findings(s: &State) -> Vec<tern_fib::diag::Finding> {
+    let down: Vec<String> = s
+        .peers
+        .values()
+        .filter(|p| p.intent.password.is_some() && p.state != "Established")
+        .map(|p| format!("{} peer {}", p.intent.kind, p.intent.address))
+        .collect();
+    if down.is_empty() {
+        return Vec::new();
+    }
+    let counters = std::fs::read_to_string("/proc/net/netstat")
+        .ok()
+        .and_then(|t| tern_fib::diag::Md5Counters::parse(&t));
+    match counters {
+        Some(c) => tern_fib::diag::md5(c, &down),
+        None => Vec::new(),
     }
 }

@@ -554,6 +554,19 @@ fn peer(
             true
         }
     };
+    let mut families = Vec::new();
+    for (i, f) in s.families.iter().enumerate() {
+        match f.to_ascii_lowercase().as_str() {
+            "ipv4" => families.push(AddressFamily::Ipv4),
+            "ipv6" => families.push(AddressFamily::Ipv6),
+            _ => errors.push(d.error(
+                &format!("spec.families[{i}]"),
+                format!("{f:?}: use IPv4 or IPv6"),
+            )),
+        }
+    }
+    families.sort();
+    families.dedup();
     let (hold, keepalive) = timers(
         d,
         ("spec.holdTime", &s.hold_time),
@@ -635,6 +648,7 @@ fn peer(
         filters: s.filters,
         next_hop,
         reverse_auto,
+        families,
     })
 }
 

@@ -274,3 +274,20 @@ fn mesh_timers_are_read_and_checked() {
         "{e}"
     );
 }
+
+#[test]
+fn peer_families_are_read_and_checked() {
+    let ok = format!("apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: tor}}\nspec: {{peerIP: 198.51.100.1, asNumber: 65001, families: [IPv6, IPv4, ipv4]}}\n---\n{NODE}");
+    let (c, w) = load(&ok).unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(
+        c.peers[0].families,
+        vec![AddressFamily::Ipv4, AddressFamily::Ipv6]
+    );
+    let bad = "apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {name: tor}\nspec: {peerIP: 198.51.100.1, asNumber: 65001, families: [IPv4, L2VPN]}\n";
+    let e = errors(bad).join("\n");
+    assert!(
+        e.contains("field `spec.families[1]`: \"L2VPN\": use IPv4 or IPv6"),
+        "{e}"
+    );
+}

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use super::{PeerIntent, PeerKind};
-use crate::cluster::{Applies, Cluster, NextHopMode, Node, PeerResource, PeerTarget};
+use crate::cluster::{
+    AddressFamily, Applies, Cluster, NextHopMode, Node, PeerResource, PeerTarget,
+};
 
 /// All sessions of `me`, keyed by peer address.
 pub(super) fn peers(
@@ -57,6 +59,7 @@ pub(super) fn peers(
                         filters: Vec::new(),
                         peer_node: Some(other.name.clone()),
                         peer_network: other.network_of(theirs),
+                        families: vec![AddressFamily::of(theirs)],
                         origin: "node-to-node mesh".into(),
                     },
                 );
@@ -213,6 +216,11 @@ fn session(
             .collect(),
         peer_node: node.map(|n| n.name.clone()),
         peer_network: node.and_then(|n| n.network_of(address)),
+        families: if p.families.is_empty() {
+            vec![AddressFamily::of(address)]
+        } else {
+            p.families.clone()
+        },
         origin: format!("BGPPeer {}", p.name),
     }
 }

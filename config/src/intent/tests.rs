@@ -1,7 +1,7 @@
 use std::net::IpAddr;
 
 use super::*;
-use crate::cluster::Action;
+use crate::cluster::{Action, AddressFamily};
 use crate::datastore::Document;
 use crate::diff::diff;
 use crate::policy::RouteFacts;
@@ -86,6 +86,12 @@ fn three_node_mesh_dials_each_pair_once() {
     let p = &a.peers[&ip("198.51.100.11")];
     assert_eq!(p.source, Some(ip("198.51.100.10")));
     assert_eq!(p.peer_network, Some(net("198.51.100.0/24")));
+    // One session per address family, as Calico configures BIRD.
+    assert_eq!(p.families, vec![AddressFamily::Ipv4]);
+    assert_eq!(
+        a.peers[&ip("2001:db8:100::11")].families,
+        vec![AddressFamily::Ipv6]
+    );
     assert_eq!(p.restart_time, Some(Duration::from_secs(120)));
     assert_eq!(p.remote_as, 64512);
 }

@@ -224,3 +224,27 @@ fn findings_serialise_with_the_documented_field_names() {
     assert_eq!(v["kind"], "route-refused");
     assert_eq!(v["severity"], "error");
 }
+
+#[test]
+fn md5_counters_are_read_from_netstat_and_name_the_peers_down() {
+    let text = "TcpExt: SyncookiesSent TCPMD5NotFound TCPMD5Unexpected TCPMD5Failure TCPAckSkippedSeq\nTcpExt: 0 2 0 7 1\nIpExt: InNoRoutes\nIpExt: 0\n";
+    let c = Md5Counters::parse(text).unwrap_or_else(|| panic!("not parsed"));
+    assert_eq!(
+        c,
+        Md5Counters {
+            not_found: 2,
+            unexpected: 0,
+            failure: 7
+        }
+    );
+    assert_eq!(Md5Counters::parse("IpExt: A\nIpExt: 1\n"), None);
+    let f = md5(c, &["global peer 198.51.100.1".to_string()]);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].kind, FindingKind::Md5Mismatch);
+    assert!(
+        f[0].evidence.contains("7 with a wrong signature"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(md5(Md5Counters::default(), &["x".into()]).is_empty());
+}

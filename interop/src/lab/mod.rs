@@ -84,6 +84,10 @@ impl Lab {
             )));
         }
         std::fs::create_dir_all(&spec.dir).map_err(io(format!("mkdir {}", spec.dir.display())))?;
+        if let Some(pw) = &spec.tor_password {
+            let f = spec.tor_password_file();
+            std::fs::write(&f, format!("{pw}\n")).map_err(io(format!("write {}", f.display())))?;
+        }
         std::fs::write(spec.cluster_file(), plan::cluster_yaml(&spec))
             .map_err(io(format!("write {}", spec.cluster_file().display())))?;
         let nodes = spec.node_plans();

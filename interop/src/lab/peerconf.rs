@@ -45,7 +45,16 @@ pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
             let _ = writeln!(
                 c,
                 "template bgp node {{ local as {TOR_AS}; hold time 9; keepalive time 3; \
-                 connect retry time 1; error wait time 1,4; graceful restart on; }}"
+                 connect retry time 1; error wait time 1,4; graceful restart on;{}{} }}",
+                spec.tor_peer_password
+                    .as_ref()
+                    .map(|p| format!(" password \"{p}\";"))
+                    .unwrap_or_default(),
+                if spec.tor_ttl_security {
+                    " ttl security on;"
+                } else {
+                    ""
+                }
             );
             for (addr, v6, name) in &peers {
                 let fam = if *v6 { "ipv6" } else { "ipv4" };
@@ -69,6 +78,12 @@ pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
                     c,
                     " neighbor {addr} remote-as {CLUSTER_AS}\n neighbor {addr} timers connect 1"
                 );
+                if let Some(p) = &spec.tor_peer_password {
+                    let _ = writeln!(c, " neighbor {addr} password {p}");
+                }
+                if spec.tor_ttl_security {
+                    let _ = writeln!(c, " neighbor {addr} ttl-security hops 1");
+                }
             }
             let _ = writeln!(c, " address-family ipv4 unicast\n  network {TOR_PREFIX_V4}");
             for (addr, _, _) in peers.iter().filter(|p| !p.1) {
@@ -105,6 +120,21 @@ pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
                      restart-time = 120\n  [[neighbors.afi-safis]]\n    \
                      [neighbors.afi-safis.config]\n      afi-safi-name = \"{fam}\""
                 );
+                if let Some(p) = &spec.tor_peer_password {
+                    // GoBGP reads neighbors.config keys that follow the table header
+                    // only: a second [neighbors.config] would start a new table.
+                    c = c.replacen(
+                        &format!("neighbor-address = \"{addr}\"\n"),
+                        &format!("neighbor-address = \"{addr}\"\n    auth-password = \"{p}\"\n"),
+                        1,
+                    );
+                }
+                if spec.tor_ttl_security {
+                    let _ = writeln!(
+                        c,
+                        "  [neighbors.ttl-security.config]\n    enabled = true\n    ttl-min = 255"
+                    );
+                }
             }
         }
     }

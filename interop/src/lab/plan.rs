@@ -103,6 +103,13 @@ pub struct LabSpec {
     /// Hold time of the mesh sessions (tern's `nodeMeshHoldTime`; keepalive a third),
     /// seconds.
     pub mesh_hold: Option<u32>,
+    /// TCP-MD5 password of the nodes' sessions with the ToR (the BGPPeer's, from a
+    /// file in the lab's directory).
+    pub tor_password: Option<String>,
+    /// The ToR's own password for those sessions (differs to test a mismatch).
+    pub tor_peer_password: Option<String>,
+    /// GTSM (RFC 5082) on the ToR sessions, both sides: one hop.
+    pub tor_ttl_security: bool,
 }
 
 impl LabSpec {
@@ -122,6 +129,9 @@ impl LabSpec {
             ipv6: false,
             restart_time: None,
             mesh_hold: None,
+            tor_password: None,
+            tor_peer_password: None,
+            tor_ttl_security: false,
         }
     }
 
@@ -181,6 +191,11 @@ impl LabSpec {
     /// The BIRD route reflector's namespace.
     pub fn rr_ns(&self) -> String {
         format!("{}rr", self.prefix)
+    }
+
+    /// The file holding the nodes' ToR password.
+    pub fn tor_password_file(&self) -> PathBuf {
+        self.dir.join("tor.password")
     }
 
     /// The shared `cluster.yaml`.
@@ -388,23 +403,33 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
         }
         doc(&mut y, "Node", &meta, &s);
     }
-    let mut peer = |name: &str, ip: &str, asn: u32, timers: bool| {
-        let mut s = format!("  peerIP: \"{ip}\"\n  asNumber: {asn}\n");
-        if timers {
-            s.push_str("  holdTime: 9s\n  keepaliveTime: 3s\n");
-        }
+    let mut peer = |name: &str, ip: &str, asn: u32, extra: &str| {
+        let s = format!(
+            "  peerIP: \"{ip}\"\n  asNumber: {asn}\n  holdTime: 9s\n  keepaliveTime: 3s\n{extra}"
+        );
         doc(&mut y, "BGPPeer", &format!("{{name: {name}}}"), &s);
     };
     if spec.tor.is_some() {
-        peer("tor", TOR_V4, TOR_AS, true);
+        let mut extra = String::new();
+        if spec.tor_password.is_some() {
+            let _ = writeln!(
+                extra,
+                "  password: {{file: {}}}",
+                spec.tor_password_file().display()
+            );
+        }
+        if spec.tor_ttl_security {
+            extra.push_str("  ttlSecurity: 1\n");
+        }
+        peer("tor", TOR_V4, TOR_AS, &extra);
         if spec.ipv6 {
-            peer("tor-v6", TOR_V6, TOR_AS, true);
+            peer("tor-v6", TOR_V6, TOR_AS, &extra);
         }
     }
     if spec.topology == Topology::BirdReflector {
-        peer("bird-rr", BIRD_RR_V4, CLUSTER_AS, true);
+        peer("bird-rr", BIRD_RR_V4, CLUSTER_AS, "");
         if spec.ipv6 {
-            peer("bird-rr-v6", BIRD_RR_V6, CLUSTER_AS, true);
+            peer("bird-rr-v6", BIRD_RR_V6, CLUSTER_AS, "");
         }
     }
     if let Topology::RouteReflectors(_) = spec.topology {
