@@ -135,14 +135,51 @@ fn assert_tor_learned_everything(lab: &Lab, kind: Kind) {
     }
 }
 
+/// Communities and large communities pass both ways with the right values: the ToR's
+/// prefix arrives in tern's Loc-RIB with the ToR's, and the nodes' blocks reach the
+/// ToR with the nodes' (from `prefixAdvertisements`), read back from the ToR's own CLI.
+fn assert_communities_both_ways(lab: &Lab, kind: Kind) {
+    let (_, out) = lab.tern_cli(1, &["routes", lab::plan::TOR_PREFIX_V4, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let best = &v["routes"][0]["best"];
+    let has = |field: &str, want: &str| {
+        best[field]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|c| c == want))
+    };
+    assert!(
+        has("communities", lab::plan::TOR_COMMUNITY),
+        "{kind:?}: {v}"
+    );
+    assert!(
+        has("large_communities", lab::plan::TOR_LARGE_COMMUNITY),
+        "{kind:?}: {v}"
+    );
+    // The ToR's view, normalised: BIRD prints (64512,100) and (64512, 7, 8).
+    let n = lab.node(1).unwrap_or_else(|e| panic!("{e}"));
+    let words = lab::peerconf::tor_route_query(kind, &n.block_v4);
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    let out = cli_at(kind, &lab.spec().dir.join("tor"), &w).unwrap_or_else(|e| panic!("{e}"));
+    let flat: String = out
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != '(' && *c != ')')
+        .map(|c| if c == ',' { ':' } else { c })
+        .collect();
+    for want in [lab::plan::NODE_COMMUNITY, lab::plan::NODE_LARGE_COMMUNITY] {
+        assert!(flat.contains(want), "{kind:?} ToR lacks {want}:\n{out}");
+    }
+}
+
 fn mesh_with_tor(test: &str, prefix: &str, kind: Kind, tune: impl FnOnce(&mut LabSpec)) {
     let Some((lab, _tmp)) = up(test, prefix, 4, kind.programs(), |s| {
         s.tor = Some(kind);
+        s.communities = true;
         tune(s);
     }) else {
         return;
     };
     assert_tor_learned_everything(&lab, kind);
+    assert_communities_both_ways(&lab, kind);
     assert_all_pods_reach_each_other(test, &lab);
     tor_keeps_routes_while_tern_restarts(test, lab, kind);
 }
@@ -590,9 +627,10 @@ fn node_without_layer2_reachability_is_diagnosed() {
 }
 
 /// TCP-MD5 and GTSM with a real peer: with the same password on both sides (and GTSM
-/// on both) the session comes up and routes flow; with different passwords there is no
-/// session, and `tern diagnose` says the kernel is dropping segments for their
-/// signatures.
+/// on both) the session comes up and routes flow; the peer frozen with SIGSTOP is
+/// dropped by the hold timer and comes back after SIGCONT; with different passwords
+/// there is no session, and `tern diagnose` says the kernel is dropping segments for
+/// their signatures.
 fn md5_and_gtsm(test: &str, prefix: &str, kind: Kind) {
     let Some((lab, _tmp)) = up(test, prefix, 1, kind.programs(), |s| {
         s.tor = Some(kind);
@@ -604,6 +642,47 @@ fn md5_and_gtsm(test: &str, prefix: &str, kind: Kind) {
     };
     let (_, peers) = lab.tern_cli(1, &["peers", "198.51.100.1"]);
     assert!(!peers.contains("s3cret"), "the password is shown: {peers}");
+
+    // The ToR freezes (SIGSTOP): its connection stays open but silent, so only the
+    // hold timer (9 s) notices; its prefix goes. Thawed, the session and prefix return.
+    let tor_prefix = |lab: &Lab| {
+        lab.routes(1)
+            .map(|r| r.via(lab::plan::TOR_PREFIX_V4, lab::plan::TOR_V4))
+            .unwrap_or(false)
+    };
+    let tor = lab.tor().unwrap_or_else(|| panic!("no ToR"));
+    let t0 = Instant::now();
+    tor.freeze(true);
+    let gone = wait_for(
+        "the frozen ToR's prefix withdrawn",
+        Duration::from_secs(20),
+        || !tor_prefix(&lab),
+    );
+    let detected = t0.elapsed();
+    tor.freeze(false);
+    if gone.is_err() {
+        fail(&lab, "the frozen ToR's prefix stayed");
+    }
+    assert!(
+        detected >= Duration::from_secs(5),
+        "withdrawn after {detected:?}, before the 9 s hold time could expire"
+    );
+    assert!(lab.tern_log(1).contains("Hold Timer Expired"));
+    let t1 = Instant::now();
+    if wait_for(
+        "the thawed ToR's prefix back",
+        Duration::from_secs(30),
+        || tor_prefix(&lab),
+    )
+    .is_err()
+    {
+        fail(&lab, "the ToR's prefix did not come back after SIGCONT");
+    }
+    record(&format!(
+        "{test}: {kind:?} ToR frozen with SIGSTOP: hold timer (9 s) fired, prefix withdrawn after {:.1} s; after SIGCONT back in {:.1} s",
+        detected.as_secs_f64(),
+        t1.elapsed().as_secs_f64()
+    ));
     drop(lab);
 
     let Some((lab, _tmp)) = up(test, prefix, 1, kind.programs(), |s| {

@@ -167,6 +167,19 @@ impl Peer {
         self.daemon.detach()
     }
 
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the daemon: a peer that stops answering
+    /// without closing its connections.
+    pub fn freeze(&self, frozen: bool) {
+        let sig = if frozen {
+            nix::sys::signal::Signal::SIGSTOP
+        } else {
+            nix::sys::signal::Signal::SIGCONT
+        };
+        if let Some(pid) = self.daemon.pid().and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        }
+    }
+
     /// Its process id.
     pub fn pid(&self) -> Option<u32> {
         self.daemon.pid()

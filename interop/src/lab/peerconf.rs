@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::plan::{
-    LabSpec, NodeKind, NodePlan, BIRD_RR_V4, CLUSTER_AS, POOL_V4, POOL_V6, TOR_AS, TOR_PREFIX_V4,
-    TOR_PREFIX_V6, TOR_V4, TOR_V6,
+    LabSpec, NodeKind, NodePlan, BIRD_RR_V4, CLUSTER_AS, POOL_V4, POOL_V6, TOR_AS, TOR_COMMUNITY,
+    TOR_LARGE_COMMUNITY, TOR_PREFIX_V4, TOR_PREFIX_V6, TOR_V4, TOR_V6,
 };
 use crate::peers::Kind;
 
@@ -42,6 +42,14 @@ pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
                     "protocol static {{ ipv6; route {TOR_PREFIX_V6} blackhole; }}"
                 );
             }
+            let (ca, cb) = TOR_COMMUNITY.split_once(':').unwrap_or(("65001", "100"));
+            let large: Vec<&str> = TOR_LARGE_COMMUNITY.split(':').collect();
+            let _ = writeln!(
+                c,
+                "filter tagged {{ if source = RTS_STATIC then {{ \
+                 bgp_community.add(({ca},{cb})); bgp_large_community.add(({})); accept; }} reject; }}",
+                large.join(",")
+            );
             let _ = writeln!(
                 c,
                 "template bgp node {{ local as {TOR_AS}; hold time 9; keepalive time 3; \
@@ -61,7 +69,7 @@ pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
                 let _ = writeln!(
                     c,
                     "protocol bgp {name} from node {{ neighbor {addr} as {CLUSTER_AS}; \
-                     {fam} {{ import all; export where source = RTS_STATIC; }}; }}"
+                     {fam} {{ import all; export filter tagged; }}; }}"
                 );
             }
         }
@@ -85,18 +93,29 @@ pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
                     let _ = writeln!(c, " neighbor {addr} ttl-security hops 1");
                 }
             }
-            let _ = writeln!(c, " address-family ipv4 unicast\n  network {TOR_PREFIX_V4}");
+            let _ = writeln!(
+                c,
+                " address-family ipv4 unicast\n  network {TOR_PREFIX_V4} route-map tagged"
+            );
             for (addr, _, _) in peers.iter().filter(|p| !p.1) {
                 let _ = writeln!(c, "  neighbor {addr} activate");
             }
             c.push_str(" exit-address-family\n");
             if spec.ipv6 {
-                let _ = writeln!(c, " address-family ipv6 unicast\n  network {TOR_PREFIX_V6}");
+                let _ = writeln!(
+                    c,
+                    " address-family ipv6 unicast\n  network {TOR_PREFIX_V6} route-map tagged"
+                );
                 for (addr, _, _) in peers.iter().filter(|p| p.1) {
                     let _ = writeln!(c, "  neighbor {addr} activate");
                 }
                 c.push_str(" exit-address-family\n");
             }
+            let _ = writeln!(
+                c,
+                "route-map tagged permit 10\n set community {TOR_COMMUNITY} additive\n \
+                 set large-community {TOR_LARGE_COMMUNITY} additive"
+            );
         }
         Kind::Gobgp => {
             let _ = writeln!(
@@ -144,20 +163,22 @@ pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
 /// The `gobgp` CLI commands that make a GoBGP ToR announce its prefixes.
 pub fn gobgp_announcements(spec: &LabSpec) -> Vec<Vec<String>> {
     let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-    let mut out = vec![words(&format!("global rib add {TOR_PREFIX_V4}"))];
+    let tags = format!("community {TOR_COMMUNITY} large-community {TOR_LARGE_COMMUNITY}");
+    let mut out = vec![words(&format!("global rib add {TOR_PREFIX_V4} {tags}"))];
     if spec.ipv6 {
         out.push(words(&format!(
-            "global rib -a ipv6 add {TOR_PREFIX_V6} nexthop {TOR_V6}"
+            "global rib -a ipv6 add {TOR_PREFIX_V6} nexthop {TOR_V6} {tags}"
         )));
     }
     out
 }
 
-/// The ToR CLI words that show its route for `prefix`; the answer names the next hop.
+/// The ToR CLI words that show its route for `prefix` with its attributes; the answer
+/// names the next hop and the communities.
 pub fn tor_route_query(kind: Kind, prefix: &str) -> Vec<String> {
     let v6 = prefix.contains(':');
     let words: Vec<String> = match kind {
-        Kind::Bird => vec!["show".into(), "route".into(), prefix.into()],
+        Kind::Bird => vec!["show".into(), "route".into(), "all".into(), prefix.into()],
         Kind::Gobgp if v6 => vec![
             "global".into(),
             "rib".into(),

@@ -110,7 +110,19 @@ pub struct LabSpec {
     pub tor_peer_password: Option<String>,
     /// GTSM (RFC 5082) on the ToR sessions, both sides: one hop.
     pub tor_ttl_security: bool,
+    /// Tag every originated prefix with community 64512:100 and large community
+    /// 64512:7:8 (`prefixAdvertisements` on the pools).
+    pub communities: bool,
 }
+
+/// The community the nodes put on their prefixes (with [`LabSpec::communities`]).
+pub const NODE_COMMUNITY: &str = "64512:100";
+/// The large community the nodes put on their prefixes.
+pub const NODE_LARGE_COMMUNITY: &str = "64512:7:8";
+/// The community the ToR puts on its prefixes.
+pub const TOR_COMMUNITY: &str = "65001:100";
+/// The large community the ToR puts on its prefixes.
+pub const TOR_LARGE_COMMUNITY: &str = "65001:1:2";
 
 impl LabSpec {
     /// A spec with the defaults: `nodes` tern nodes in a mesh, no ToR, one pod each.
@@ -132,6 +144,7 @@ impl LabSpec {
             tor_password: None,
             tor_peer_password: None,
             tor_ttl_security: false,
+            communities: false,
         }
     }
 
@@ -376,6 +389,18 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
     );
     if let Some(t) = spec.restart_time {
         let _ = writeln!(bgp, "  nodeMeshMaxRestartTime: {t}s");
+    }
+    if spec.communities {
+        let _ = writeln!(
+            bgp,
+            "  communities:\n    - {{name: pods, value: \"{NODE_COMMUNITY}\"}}\n    - {{name: big, value: \"{NODE_LARGE_COMMUNITY}\"}}\n  prefixAdvertisements:\n    - {{cidr: {POOL_V4}, communities: [pods, big]}}"
+        );
+        if spec.ipv6 {
+            let _ = writeln!(
+                bgp,
+                "    - {{cidr: \"{POOL_V6}\", communities: [pods, big]}}"
+            );
+        }
     }
     if let Some(h) = spec.mesh_hold {
         let _ = writeln!(
