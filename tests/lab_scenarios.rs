@@ -377,6 +377,47 @@ fn two_tern_route_reflectors_and_six_clients() {
 }
 
 #[test]
+fn tern_route_reflectors_with_a_calico_bird_client() {
+    let test = "tern_reflectors_bird_client";
+    let Some((lab, _tmp)) = up(test, "lsc-", 4, &["bird", "birdc"], |s| {
+        s.topology = Topology::RouteReflectors(2);
+        s.bird_nodes = 1;
+    }) else {
+        return;
+    };
+    // node-4 runs BIRD as a Calico node that peers with the two tern reflectors only;
+    // what they reflect to it from node-3 carries node-3 as ORIGINATOR_ID and the
+    // reflectors' cluster id in CLUSTER_LIST, and keeps node-3 as next hop.
+    let bird = lab.bird_node(4).unwrap_or_else(|| panic!("no BIRD node"));
+    let protocols = bird
+        .cli(&["show", "protocols"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let sessions: Vec<&str> = protocols
+        .lines()
+        .filter(|l| l.starts_with("Node_"))
+        .collect();
+    assert_eq!(sessions.len(), 2, "{protocols}");
+    assert!(
+        sessions.iter().all(|l| l.contains("Established")),
+        "{protocols}"
+    );
+    let route = bird
+        .cli(&["show", "route", "all", "198.18.3.0/26"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    for want in [
+        "via 198.51.100.13",
+        "BGP.originator_id: 198.51.100.13",
+        &format!("BGP.cluster_list: {}", lab::plan::RR_CLUSTER_ID),
+    ] {
+        assert!(
+            route.contains(want),
+            "BIRD's route lacks {want:?}:\n{route}"
+        );
+    }
+    assert_all_pods_reach_each_other(test, &lab);
+}
+
+#[test]
 fn bird_route_reflector_with_tern_clients() {
     let test = "bird_reflector";
     let Some((lab, _tmp)) = up(test, "lsx-", 4, &["bird", "birdc"], |s| {

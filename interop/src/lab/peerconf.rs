@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::plan::{
-    LabSpec, NodeKind, NodePlan, BIRD_RR_V4, CLUSTER_AS, POOL_V4, POOL_V6, TOR_AS, TOR_COMMUNITY,
-    TOR_LARGE_COMMUNITY, TOR_PREFIX_V4, TOR_PREFIX_V6, TOR_V4, TOR_V6,
+    LabSpec, NodeKind, NodePlan, Topology, BIRD_RR_V4, CLUSTER_AS, POOL_V4, POOL_V6, TOR_AS,
+    TOR_COMMUNITY, TOR_LARGE_COMMUNITY, TOR_PREFIX_V4, TOR_PREFIX_V6, TOR_V4, TOR_V6,
 };
 use crate::peers::Kind;
 
@@ -251,21 +251,30 @@ pub fn calico_bird_config(spec: &LabSpec, me: &NodePlan) -> String {
                export filter calico_export_to_bgp_peers{sfx}; add paths on; }};\n}}\n"
         );
     }
-    for other in nodes.iter().filter(|o| o.index != me.index) {
+    // Mesh: every other node. Route reflectors: the reflectors only (Calico's BGPPeer
+    // with a peerSelector becomes one `Node_` protocol per reflector).
+    let (others, kind): (Vec<&NodePlan>, &str) = match spec.topology {
+        Topology::RouteReflectors(_) => (nodes.iter().filter(|o| o.reflector).collect(), "Node"),
+        _ => (
+            nodes.iter().filter(|o| o.index != me.index).collect(),
+            "Mesh",
+        ),
+    };
+    for other in others {
         let mut pairs = vec![("", me.v4.clone(), other.v4.clone())];
         if let (Some(a), Some(b)) = (&me.v6, &other.v6) {
             pairs.push(("6", a.clone(), b.clone()));
         }
         for (sfx, mine, theirs) in pairs {
             let name = theirs.replace(['.', ':'], "_");
-            let passive = if theirs > mine {
+            let passive = if kind == "Mesh" && theirs > mine {
                 " passive on; # Mesh is unidirectional, peer will connect to us."
             } else {
                 ""
             };
             let _ = writeln!(
                 c,
-                "protocol bgp Mesh_{name} from bgp_template{sfx} {{ neighbor {theirs} as {CLUSTER_AS};{passive} }}"
+                "protocol bgp {kind}_{name} from bgp_template{sfx} {{ neighbor {theirs} as {CLUSTER_AS};{passive} }}"
             );
         }
     }

@@ -173,8 +173,11 @@ impl LabSpec {
                 ));
             }
         }
-        if self.bird_nodes > 0 && self.topology != Topology::Mesh {
-            return bad("Calico-style BIRD nodes join a mesh only".into());
+        if self.bird_nodes > 0 && self.topology == Topology::BirdReflector {
+            return bad(
+                "Calico-style BIRD nodes join a mesh or tern route reflectors, not a BIRD reflector"
+                    .into(),
+            );
         }
         if self.prefix.is_empty()
             || self.prefix.len() > 8
