@@ -377,6 +377,54 @@ fn two_tern_route_reflectors_and_six_clients() {
 }
 
 #[test]
+fn route_reflectors_keep_ecmp_with_add_path() {
+    let test = "rr_add_path";
+    let Some((lab, _tmp)) = up(test, "lsa-", 5, &[], |s| {
+        s.topology = Topology::RouteReflectors(2);
+    }) else {
+        return;
+    };
+    // node-3 and node-4 both host 198.18.1.200 (an address of node-1's block, routed
+    // to a workload interface): an anycast /32. The reflectors send every path of their
+    // ECMP set (ADD-PATH), so node-5 forwards to both; with one best path reflected it
+    // would only know node-3.
+    let anycast = "198.18.1.200";
+    for i in [3, 4] {
+        let dev = lab
+            .node(i)
+            .map(|n| n.pods[0].host_if.clone())
+            .unwrap_or_else(|e| panic!("{e}"));
+        // `replace`, as Calico's felix programs workload routes: the node may have
+        // learned the other node's /32 already.
+        lab.exec_on_node(
+            i,
+            "ip",
+            &["route", "replace", &format!("{anycast}/32"), "dev", &dev],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let t0 = Instant::now();
+    let ecmp = |lab: &Lab| {
+        lab.routes(5)
+            .map(|r| r.via(anycast, "198.51.100.13") && r.via(anycast, "198.51.100.14"))
+            .unwrap_or(false)
+    };
+    if wait_for("ECMP on node-5", Duration::from_secs(20), || ecmp(&lab)).is_err() {
+        let r = lab
+            .routes(5)
+            .map(|r| format!("{:?}", r.by_dst.get(anycast)))
+            .unwrap_or_default();
+        fail(&lab, &format!("node-5 has no ECMP route to {anycast}: {r}"));
+    }
+    let (_, peers) = lab.tern_cli(5, &["peers", "198.51.100.11"]);
+    assert!(peers.contains("add-path"), "{peers}");
+    record(&format!(
+        "{test}: an anycast /32 from 2 clients reached a third client through 2 tern reflectors with both next hops (ADD-PATH) in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    ));
+}
+
+#[test]
 fn tern_route_reflectors_with_a_calico_bird_client() {
     let test = "tern_reflectors_bird_client";
     let Some((lab, _tmp)) = up(test, "lsc-", 4, &["bird", "birdc"], |s| {

@@ -22,8 +22,8 @@ use crate::rib::{Best, BestChange, PeerSource, Rib};
 use crate::session::listener::{Listener, Refused};
 use crate::session::{self, Command, DriverConfig, SessionEvent, SessionHandle};
 use crate::wire::{
-    Capability, CodecOptions, Family, GracefulRestart, GracefulRestartFamily, Message, Nlri,
-    PathAttributes, Update,
+    AddPathFamily, Capability, CodecOptions, Family, GracefulRestart, GracefulRestartFamily,
+    Message, Nlri, PathAttributes, Update,
 };
 
 /// One configured peer.
@@ -252,7 +252,7 @@ async fn start_peer(
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(120),
-        capabilities: capabilities(p, cfg.restarting),
+        capabilities: capabilities(p, cfg.local_as, cfg.restarting),
     };
     let dc = DriverConfig {
         fsm,
@@ -291,7 +291,7 @@ pub const DEFAULT_RESTART_TIME: u16 = 120;
 /// and enhanced), and graceful restart, so peers send End-of-RIB and keep our routes
 /// for the restart time when our connection drops; `restarting` sets the R bit and
 /// says our forwarding state was kept (F bits).
-fn capabilities(p: &PeerConfig, restarting: bool) -> Vec<Capability> {
+fn capabilities(p: &PeerConfig, local_as: u32, restarting: bool) -> Vec<Capability> {
     let families = if p.families.is_empty() {
         vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST]
     } else {
@@ -301,6 +301,20 @@ fn capabilities(p: &PeerConfig, restarting: bool) -> Vec<Capability> {
         .iter()
         .map(|f| Capability::Multiprotocol(*f))
         .collect();
+    // ADD-PATH: we take several paths per prefix from anyone, and send our ECMP set to
+    // iBGP peers (a reflector's clients keep every path); an eBGP peer gets one, since
+    // we are its next hop anyway.
+    let ibgp = p.peer_as == p.local_as.unwrap_or(local_as);
+    caps.push(Capability::AddPath(
+        families
+            .iter()
+            .map(|f| AddPathFamily {
+                family: *f,
+                receive: true,
+                send: ibgp,
+            })
+            .collect(),
+    ));
     caps.extend([
         Capability::RouteRefresh,
         Capability::EnhancedRouteRefresh,
@@ -682,7 +696,9 @@ impl Task {
         let Some(cfg) = self.peers.get(&ip).map(|p| p.cfg.clone()) else {
             return;
         };
-        let mut out = AdjRibOut::new(self.export_policy(&cfg)).with_families(&negotiated.families);
+        let mut out = AdjRibOut::new(self.export_policy(&cfg))
+            .with_families(&negotiated.families)
+            .with_add_path(&negotiated.add_path_send);
         let all: Vec<BestChange> = self
             .rib
             .iter()
@@ -735,7 +751,7 @@ impl Task {
             self.send_initial(*ip, n).await;
         }
         for p in self.peers.values() {
-            let caps = capabilities(&p.cfg, false);
+            let caps = capabilities(&p.cfg, self.cfg.local_as, false);
             let _ = p.handle.send(Command::SetCapabilities(caps)).await;
         }
         let _ = self

@@ -248,7 +248,13 @@ impl<B: Backend> Task<B> {
             report.failed.into_iter().map(|f| (f.prefix, f)).collect();
         for c in changes {
             let p = c.prefix();
-            if let Some(f) = failed.get(&p) {
+            // A delete the kernel answers with ESRCH found nothing to delete: the
+            // route is gone already (replaced by another protocol's, or removed).
+            let already_gone = matches!(c, RouteChange::Delete { .. })
+                && failed
+                    .get(&p)
+                    .is_some_and(|f| f.reason.contains("(errno 3)"));
+            if let (Some(f), false) = (failed.get(&p), already_gone) {
                 // Retried every RETRY: say it once, and again only if the reason changes.
                 if self.failures.get(&p).map(|old| &old.reason) != Some(&f.reason) {
                     tracing::warn!(prefix = %p, "the kernel refused to {} the route: {}", f.change, f.reason);

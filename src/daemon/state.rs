@@ -124,6 +124,18 @@ impl State {
             if n.peer_graceful_restart.is_some() {
                 caps.push("graceful-restart".into());
             }
+            let dir = |fams: &[tern_bgp::wire::Family]| {
+                fams.iter()
+                    .map(|f| f.to_string())
+                    .collect::<Vec<_>>()
+                    .join("+")
+            };
+            if !n.add_path_send.is_empty() {
+                caps.push(format!("add-path-send({})", dir(&n.add_path_send)));
+            }
+            if !n.add_path_receive.is_empty() {
+                caps.push(format!("add-path-receive({})", dir(&n.add_path_receive)));
+            }
             p.capabilities = caps;
         }
     }

@@ -71,7 +71,8 @@ impl Scan {
 
 /// Reports workload host routes (address → interface) now and after every change, and
 /// tells the FIB task (`fib_resync`) when the kernel may have dropped tern's routes
-/// behind its back: a route of tern's `protocol` removed, a link or address changed
+/// behind its back: a route of tern's `protocol` removed, another protocol's route
+/// added (a replace takes ours without a removal notice), a link or address changed
 /// (IPv4 routes go with a link without a notification each), notifications lost.
 pub async fn run(
     table: u32,
@@ -105,7 +106,12 @@ pub async fn run(
     }
     while let Some(ev) = events.next().await {
         match ev {
-            KernelEvent::RouteAdded { route, .. } if route.table == table => {
+            KernelEvent::RouteAdded { route, protocol: p } if route.table == table => {
+                // Another protocol's route may have replaced one of ours (felix
+                // replaces workload routes): the FIB task must not think ours is there.
+                if Some(p) != protocol {
+                    fib_resync.notify_one();
+                }
                 match host_route_device(&route) {
                     Some(i) => {
                         scan.routes.insert(route.prefix, i);

@@ -132,10 +132,26 @@ pub fn export(path: &Path, policy: &ExportPolicy) -> Option<Exported> {
 #[derive(Debug)]
 pub struct AdjRibOut {
     policy: ExportPolicy,
+    /// The best path's export per prefix (what `tern routes --advertised` shows).
     sent: BTreeMap<IpNet, Arc<Exported>>,
     /// The families the session negotiated: nothing else is sent (a peer that did not
     /// ask for IPv6 gets no IPv6 route, RFC 4760 §6).
     families: Vec<Family>,
+    /// Families where we send several paths per prefix (ADD-PATH, RFC 7911): the ECMP
+    /// set, each path under its own identifier, so a reflector's clients keep ECMP.
+    add_path: Vec<Family>,
+    /// With ADD-PATH: every path sent per prefix, by where it came from.
+    paths: BTreeMap<IpNet, Vec<SentPath>>,
+}
+
+/// A path sent under ADD-PATH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SentPath {
+    /// Where it came from: the peer and its own path id there.
+    key: (IpAddr, u32),
+    /// The identifier we sent it under (stable while the path lasts).
+    id: u32,
+    export: Arc<Exported>,
 }
 
 impl AdjRibOut {
@@ -145,7 +161,16 @@ impl AdjRibOut {
             policy,
             sent: BTreeMap::new(),
             families: vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST],
+            add_path: Vec::new(),
+            paths: BTreeMap::new(),
         }
+    }
+
+    /// Sends every path of the ECMP set for these families (the session negotiated
+    /// ADD-PATH send for them).
+    pub fn with_add_path(mut self, families: &[Family]) -> AdjRibOut {
+        self.add_path = families.to_vec();
+        self
     }
 
     /// Limits it to the families the session negotiated.
@@ -185,11 +210,25 @@ impl AdjRibOut {
     ) -> Result<Vec<Bytes>, EncodeError> {
         let v4 = family == Family::IPV4_UNICAST;
         let mut groups: HashMap<Arc<Exported>, Vec<Nlri>> = HashMap::new();
-        for (prefix, e) in self.sent.iter().filter(|(p, _)| p.addr().is_ipv4() == v4) {
-            groups
-                .entry(Arc::clone(e))
-                .or_default()
-                .push(Nlri::new(*prefix));
+        if self.add_path.contains(&family) {
+            for (prefix, list) in self.paths.iter().filter(|(p, _)| p.addr().is_ipv4() == v4) {
+                for sp in list {
+                    groups
+                        .entry(Arc::clone(&sp.export))
+                        .or_default()
+                        .push(Nlri {
+                            prefix: *prefix,
+                            path_id: Some(sp.id),
+                        });
+                }
+            }
+        } else {
+            for (prefix, e) in self.sent.iter().filter(|(p, _)| p.addr().is_ipv4() == v4) {
+                groups
+                    .entry(Arc::clone(e))
+                    .or_default()
+                    .push(Nlri::new(*prefix));
+            }
         }
         let mut out = Vec::new();
         let marker = |sub: RefreshSubtype| {
@@ -232,6 +271,10 @@ impl AdjRibOut {
             if !self.families.contains(&family) {
                 continue;
             }
+            if self.add_path.contains(&family) {
+                self.apply_add_path(c, family, &mut announce, &mut withdraw);
+                continue;
+            }
             let new = c.now.as_ref().and_then(|b| export(&b.best, &self.policy));
             match new {
                 Some(e) => {
@@ -263,6 +306,80 @@ impl AdjRibOut {
             self.encode_group(&e, &list, tx, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// One prefix's change under ADD-PATH: each path of the new ECMP set that may be
+    /// exported is announced under its identifier (kept from before when it was sent
+    /// already, else the smallest free one); paths no longer in the set are withdrawn by
+    /// identifier.
+    fn apply_add_path(
+        &mut self,
+        c: &BestChange,
+        family: Family,
+        announce: &mut HashMap<Arc<Exported>, Vec<Nlri>>,
+        withdraw: &mut BTreeMap<Family, Vec<Nlri>>,
+    ) {
+        let wanted: Vec<((IpAddr, u32), Exported)> = match &c.now {
+            Some(b) => {
+                let set: Vec<&Arc<Path>> = if b.multipath.is_empty() {
+                    vec![&b.best]
+                } else {
+                    b.multipath.iter().collect()
+                };
+                set.into_iter()
+                    .filter_map(|p| {
+                        export(p, &self.policy).map(|e| ((p.source.address, p.path_id), e))
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let old = self.paths.remove(&c.prefix).unwrap_or_default();
+        for sp in old
+            .iter()
+            .filter(|sp| !wanted.iter().any(|(k, _)| *k == sp.key))
+        {
+            withdraw.entry(family).or_default().push(Nlri {
+                prefix: c.prefix,
+                path_id: Some(sp.id),
+            });
+        }
+        let mut used: Vec<u32> = old
+            .iter()
+            .filter(|sp| wanted.iter().any(|(k, _)| *k == sp.key))
+            .map(|sp| sp.id)
+            .collect();
+        let mut now = Vec::new();
+        for (key, e) in wanted {
+            let kept = old.iter().find(|sp| sp.key == key);
+            if let Some(sp) = kept.filter(|sp| *sp.export == e) {
+                now.push(sp.clone());
+                continue;
+            }
+            let id = match kept {
+                Some(sp) => sp.id,
+                None => {
+                    let id = (1..).find(|i| !used.contains(i)).unwrap_or(u32::MAX);
+                    used.push(id);
+                    id
+                }
+            };
+            let e = Arc::new(e);
+            announce.entry(Arc::clone(&e)).or_default().push(Nlri {
+                prefix: c.prefix,
+                path_id: Some(id),
+            });
+            now.push(SentPath { key, id, export: e });
+        }
+        match now.first() {
+            Some(first) => {
+                self.sent.insert(c.prefix, Arc::clone(&first.export));
+                self.paths.insert(c.prefix, now);
+            }
+            None => {
+                self.sent.remove(&c.prefix);
+            }
+        }
     }
 
     /// Packs prefixes sharing one export into UPDATEs, choosing classic or MP encoding

@@ -366,3 +366,94 @@ fn route_refresh_resends_one_family_between_borr_and_eorr() {
         1
     );
 }
+
+#[test]
+fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
+    // A reflector (cluster id set) sending to a client: two clients' paths for one
+    // anycast prefix form the ECMP set; both go out, each with its own path id.
+    let mut policy = policy("198.51.100.9", false);
+    policy.cluster_id = Some(Ipv4Addr::new(198, 51, 100, 250));
+    policy.peer_is_client = true;
+    let mut out = AdjRibOut::new(policy).with_add_path(&[Family::IPV4_UNICAST]);
+    let tx = CodecOptions {
+        add_path_ipv4: true,
+        ..CodecOptions::modern()
+    };
+    let decode_ap = |b: &[Bytes]| -> Vec<Update> {
+        b.iter()
+            .filter_map(|m| match Message::decode(m.clone(), &tx) {
+                Ok(Message::Update(u)) => Some(u),
+                _ => None,
+            })
+            .collect()
+    };
+    let ibgp = PathAttributes {
+        as_path: Some(AsPath::from_sequence([])),
+        ..attrs()
+    };
+    let a = Arc::new(path(src("198.51.100.11", false, true), ibgp.clone()));
+    let b = Arc::new(path(src("198.51.100.12", false, true), ibgp));
+    let both = BestChange {
+        prefix: "198.18.200.0/24".parse().unwrap_or_else(|e| panic!("{e}")),
+        now: Some(Best {
+            best: Arc::clone(&a),
+            multipath: vec![Arc::clone(&a), Arc::clone(&b)],
+            reason: Reason::Equal,
+        }),
+    };
+    let ups = decode_ap(
+        &out.apply(std::slice::from_ref(&both), &tx)
+            .unwrap_or_default(),
+    );
+    let mut sent: Vec<(Option<u32>, Option<Ipv4Addr>)> = ups
+        .iter()
+        .flat_map(|u| u.nlri.iter().map(|n| (n.path_id, u.attributes.next_hop)))
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent,
+        vec![
+            (Some(1), Some(Ipv4Addr::new(198, 51, 100, 11))),
+            (Some(2), Some(Ipv4Addr::new(198, 51, 100, 12)))
+        ]
+    );
+    // Nothing changed: nothing sent.
+    assert!(out
+        .apply(std::slice::from_ref(&both), &tx)
+        .unwrap_or_default()
+        .is_empty());
+    // Only b is left: a's path is withdrawn by its id, b keeps id 2 and is not resent.
+    let only_b = BestChange {
+        prefix: both.prefix,
+        now: Some(Best {
+            best: Arc::clone(&b),
+            multipath: vec![Arc::clone(&b)],
+            reason: Reason::Equal,
+        }),
+    };
+    let ups = decode_ap(&out.apply(&[only_b], &tx).unwrap_or_default());
+    assert_eq!(ups.len(), 1);
+    assert!(ups[0].nlri.is_empty());
+    assert_eq!(
+        ups[0]
+            .withdrawn
+            .iter()
+            .map(|n| n.path_id)
+            .collect::<Vec<_>>(),
+        vec![Some(1)]
+    );
+    // A route refresh repeats what the peer has, with its id.
+    let again = decode_ap(
+        &out.refresh(Family::IPV4_UNICAST, &tx, false)
+            .unwrap_or_default(),
+    );
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].nlri[0].path_id, Some(2));
+    // Gone: withdrawn by id.
+    let gone = decode_ap(
+        &out.apply(&[change("198.18.200.0/24", None)], &tx)
+            .unwrap_or_default(),
+    );
+    assert_eq!(gone[0].withdrawn[0].path_id, Some(2));
+    assert!(out.is_empty());
+}
