@@ -298,6 +298,26 @@ fn borrowed_address_reaches_every_node_and_its_owner_keeps_the_block() {
     assert_all_pods_reach_each_other(test, &lab);
 }
 
+/// The Calico-configured BIRD on node `index` has `count` BGP protocols named
+/// `prefix…` (Calico's names: `Mesh_<ip>`, `Node_<ip>`), all Established.
+fn assert_bird_sessions(lab: &Lab, index: usize, prefix: &str, count: usize) {
+    let bird = lab
+        .bird_node(index)
+        .unwrap_or_else(|| panic!("no BIRD node"));
+    let protocols = bird
+        .cli(&["show", "protocols"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let sessions: Vec<&str> = protocols
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .collect();
+    assert_eq!(sessions.len(), count, "{protocols}");
+    assert!(
+        sessions.iter().all(|l| l.contains("Established")),
+        "{protocols}"
+    );
+}
+
 #[test]
 fn mixed_mesh_with_a_calico_bird_node() {
     let test = "mixed_mesh_calico_bird";
@@ -308,19 +328,7 @@ fn mixed_mesh_with_a_calico_bird_node() {
     }) else {
         return;
     };
-    let bird = lab.bird_node(4).unwrap_or_else(|| panic!("no BIRD node"));
-    let protocols = bird
-        .cli(&["show", "protocols"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mesh: Vec<&str> = protocols
-        .lines()
-        .filter(|l| l.starts_with("Mesh_"))
-        .collect();
-    assert_eq!(mesh.len(), 6, "{protocols}");
-    assert!(
-        mesh.iter().all(|l| l.contains("Established")),
-        "{protocols}"
-    );
+    assert_bird_sessions(&lab, 4, "Mesh_", 6);
     // The BIRD node's own block reaches tern nodes from BIRD's static blackhole.
     let r = lab.routes(1).unwrap_or_else(|e| panic!("{e}"));
     assert!(r.via("198.18.4.0/26", "198.51.100.14"));
@@ -436,19 +444,8 @@ fn tern_route_reflectors_with_a_calico_bird_client() {
     // node-4 runs BIRD as a Calico node that peers with the two tern reflectors only;
     // what they reflect to it from node-3 carries node-3 as ORIGINATOR_ID and the
     // reflectors' cluster id in CLUSTER_LIST, and keeps node-3 as next hop.
+    assert_bird_sessions(&lab, 4, "Node_", 2);
     let bird = lab.bird_node(4).unwrap_or_else(|| panic!("no BIRD node"));
-    let protocols = bird
-        .cli(&["show", "protocols"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let sessions: Vec<&str> = protocols
-        .lines()
-        .filter(|l| l.starts_with("Node_"))
-        .collect();
-    assert_eq!(sessions.len(), 2, "{protocols}");
-    assert!(
-        sessions.iter().all(|l| l.contains("Established")),
-        "{protocols}"
-    );
     let route = bird
         .cli(&["show", "route", "all", "198.18.3.0/26"])
         .unwrap_or_else(|e| panic!("{e}"));
