@@ -301,20 +301,21 @@ fn capabilities(p: &PeerConfig, local_as: u32, restarting: bool) -> Vec<Capabili
         .iter()
         .map(|f| Capability::Multiprotocol(*f))
         .collect();
-    // ADD-PATH: we take several paths per prefix from anyone, and send our ECMP set to
-    // iBGP peers (a reflector's clients keep every path); an eBGP peer gets one, since
-    // we are its next hop anyway.
-    let ibgp = p.peer_as == p.local_as.unwrap_or(local_as);
-    caps.push(Capability::AddPath(
-        families
-            .iter()
-            .map(|f| AddPathFamily {
-                family: *f,
-                receive: true,
-                send: ibgp,
-            })
-            .collect(),
-    ));
+    // ADD-PATH with iBGP peers, both ways: a reflector sends its clients the whole ECMP
+    // set and takes several paths from them. eBGP peers get one path (we are their next
+    // hop anyway) and are not offered the capability at all.
+    if p.peer_as == p.local_as.unwrap_or(local_as) {
+        caps.push(Capability::AddPath(
+            families
+                .iter()
+                .map(|f| AddPathFamily {
+                    family: *f,
+                    receive: true,
+                    send: true,
+                })
+                .collect(),
+        ));
+    }
     caps.extend([
         Capability::RouteRefresh,
         Capability::EnhancedRouteRefresh,

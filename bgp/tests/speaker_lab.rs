@@ -161,7 +161,22 @@ async fn node_a(bird: &Peer) -> Vec<(String, String, String)> {
         bird_has("198.18.10.0/26"),
         bird.log()
     );
+    // BIRD's own route must have reached A too before A withdraws its route.
+    for _ in 0..50 {
+        if routes(&c).await.iter().any(|r| r.0 == "198.18.7.0/24") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let snapshot = routes(&c).await;
+    if !snapshot.iter().any(|r| r.0 == "198.18.7.0/24") {
+        eprintln!(
+            "A lacks BIRD's route: A has {snapshot:?}\nBIRD: {}\n{}",
+            bird.cli(&["show", "protocols", "all", "a"])
+                .unwrap_or_default(),
+            bird.log()
+        );
+    }
     let _ = c.send(SpeakerCommand::Withdraw(own)).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let _ = c.send(SpeakerCommand::Shutdown(None)).await;

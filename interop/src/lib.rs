@@ -49,10 +49,10 @@ pub enum Error {
         reason: String,
     },
     /// A lab was asked for something its address plan cannot hold.
-    #[error("lab: {0}")]
+    #[error("{0}")]
     Spec(String),
     /// A lab did not reach the state it waited for.
-    #[error("lab: {0}")]
+    #[error("{0}")]
     Lab(String),
     /// The harness was asked to do something outside a test namespace.
     #[error("refusing to run outside a test network namespace: {0}")]
