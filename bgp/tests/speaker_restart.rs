@@ -1,0 +1,164 @@
+//! Graceful restart, tern as the restarting speaker (RFC 4724 §4.1), two tern speakers
+//! on loopback (127.0.0.0/8, distinct ports: no kernel routes, no namespace needed).
+//! Speaker A restarts with its forwarding state kept: its OPEN carries the R and F
+//! bits, and its initial UPDATEs are held until every peer has sent End-of-RIB, or,
+//! when a peer never comes up, until the selection deferral timer (half the restart
+//! time) runs out.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use tern_bgp::speaker::{self, PeerConfig, SpeakerCommand, SpeakerConfig, SpeakerEvent};
+use tern_bgp::wire::{Origin, PathAttributes};
+use tokio::sync::mpsc;
+
+fn addr(last: u8, port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)), port)
+}
+
+fn peer(to: SocketAddr, me: u8, restart_time: u16) -> PeerConfig {
+    PeerConfig {
+        address: to,
+        peer_as: 64512,
+        local_as: None,
+        local_address: Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, me))),
+        local_v6: None,
+        hold_time: 9,
+        keepalive: None,
+        connect_retry: Duration::from_secs(1),
+        passive: false,
+        password: None,
+        ttl_security: None,
+        rr_client: false,
+        next_hop_self: false,
+        allowas_in: 0,
+        restart_time: Some(restart_time),
+        families: Vec::new(),
+    }
+}
+
+fn config(me: SocketAddr, peers: Vec<PeerConfig>, restarting: bool) -> SpeakerConfig {
+    let IpAddr::V4(id) = me.ip() else {
+        panic!("IPv4 only here")
+    };
+    SpeakerConfig {
+        router_id: id,
+        local_as: 64512,
+        listen: Some(me),
+        cluster_id: None,
+        max_paths: 1,
+        peers,
+        restarting,
+    }
+}
+
+async fn has(c: &mpsc::Sender<SpeakerCommand>, prefix: &str) -> bool {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let _ = c.send(SpeakerCommand::Routes(tx)).await;
+    rx.await
+        .unwrap_or_default()
+        .iter()
+        .any(|(p, _)| p.to_string() == prefix)
+}
+
+async fn originate(c: &mpsc::Sender<SpeakerCommand>, prefix: &str) {
+    let prefix: IpNet = prefix.parse().unwrap_or_else(|e| panic!("{e}"));
+    let _ = c
+        .send(SpeakerCommand::Originate {
+            prefix,
+            attrs: PathAttributes {
+                origin: Some(Origin::Igp),
+                ..PathAttributes::default()
+            },
+        })
+        .await;
+}
+
+/// Waits for A's RestartComplete; returns (peers, by_timer, when).
+async fn restart_complete(events: &mut mpsc::Receiver<SpeakerEvent>) -> (usize, bool, Instant) {
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(20), events.recv()).await {
+        if let SpeakerEvent::RestartComplete { peers, by_timer } = e {
+            return (peers, by_timer, Instant::now());
+        }
+    }
+    panic!("no RestartComplete within 20 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarting_speaker_sends_its_table_after_every_end_of_rib() {
+    let (a, b) = (addr(2, 17911), addr(3, 17912));
+    let (aev, mut a_events) = mpsc::channel(256);
+    let (bev, mut b_events) = mpsc::channel(256);
+    let sa = speaker::spawn(config(a, vec![peer(b, 2, 120)], true), aev)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    originate(&sa, "198.18.21.0/26").await;
+    let sb = speaker::spawn(config(b, vec![peer(a, 3, 120)], false), bev)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move { while b_events.recv().await.is_some() {} });
+    let (peers, by_timer, _) = restart_complete(&mut a_events).await;
+    assert_eq!((peers, by_timer), (1, false));
+    let mut seen = false;
+    for _ in 0..50 {
+        if has(&sb, "198.18.21.0/26").await {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen, "B never got A's route after A's restart completed");
+    let _ = sa.send(SpeakerCommand::Shutdown(None)).await;
+    let _ = sb.send(SpeakerCommand::Shutdown(None)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_comes_up_holds_the_table_until_the_deferral_timer() {
+    // A has two peers: B, and C at an address where nothing listens. Its restart time
+    // is 4 s, so the deferral timer is 2 s: until then B must not get A's route.
+    let (a, b, c) = (addr(2, 17921), addr(3, 17922), addr(4, 17923));
+    let (aev, mut a_events) = mpsc::channel(256);
+    let (bev, mut b_events) = mpsc::channel(256);
+    let start = Instant::now();
+    let sa = speaker::spawn(config(a, vec![peer(b, 2, 4), peer(c, 2, 4)], true), aev)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    originate(&sa, "198.18.22.0/26").await;
+    let sb = speaker::spawn(config(b, vec![peer(a, 3, 120)], false), bev)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut b_up = false;
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < deadline {
+        if let Ok(Some(SpeakerEvent::PeerUp(..))) =
+            tokio::time::timeout(Duration::from_millis(100), b_events.recv()).await
+        {
+            b_up = true;
+        }
+    }
+    assert!(b_up, "B's session with A did not come up");
+    assert!(
+        !has(&sb, "198.18.22.0/26").await,
+        "A sent its table before the deferral timer although C never sent End-of-RIB"
+    );
+    tokio::spawn(async move { while b_events.recv().await.is_some() {} });
+    let (peers, by_timer, at) = restart_complete(&mut a_events).await;
+    assert_eq!((peers, by_timer), (1, true));
+    let waited = at - start;
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_secs(6),
+        "deferral ended after {waited:?}, want about 2 s"
+    );
+    let mut seen = false;
+    for _ in 0..50 {
+        if has(&sb, "198.18.22.0/26").await {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen, "B never got A's route after the deferral timer");
+    let _ = sa.send(SpeakerCommand::Shutdown(None)).await;
+    let _ = sb.send(SpeakerCommand::Shutdown(None)).await;
+}
