@@ -143,11 +143,13 @@ async fn start_store(
     Ok((rx, name))
 }
 
-/// Starts the FIB task on this platform's backend. The `Notify` asks it to re-read
-/// the kernel (see [`fib_task::run`]).
-fn start_fib(cfg: &DaemonConfig) -> Result<(mpsc::Sender<FibMsg>, Arc<Notify>), String> {
+/// Starts the FIB task on this platform's backend. [`fib_task::KernelNews`] tells it
+/// what the kernel did behind its back (see [`fib_task::run`]).
+fn start_fib(
+    cfg: &DaemonConfig,
+) -> Result<(mpsc::Sender<FibMsg>, Arc<fib_task::KernelNews>), String> {
     let (tx, rx) = mpsc::channel(64);
-    let resync = Arc::new(Notify::new());
+    let resync = Arc::new(fib_task::KernelNews::default());
     let r = Arc::clone(&resync);
     if !cfg.fib.enabled {
         tokio::spawn(fib_task::run(tern_fib::memory::MemoryFib::default(), rx, r));

@@ -9,6 +9,8 @@
 //! Linux only; on other targets the crate is empty.
 
 #[cfg(target_os = "linux")]
+pub mod bench;
+#[cfg(target_os = "linux")]
 pub mod capture;
 #[cfg(target_os = "linux")]
 pub mod lab;

@@ -123,19 +123,25 @@ impl Netns {
     /// that sockets it opens afterwards (netlink, TCP) live in the namespace. Use it on a
     /// thread dedicated to the test.
     pub fn enter_current_thread(&self) -> Result<()> {
-        let path = std::path::Path::new(NETNS_DIR).join(&self.name);
-        let file = std::fs::File::open(&path).map_err(|e| Error::Enter {
-            name: self.name.clone(),
-            reason: e.to_string(),
-        })?;
-        nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
-            Error::Enter {
-                name: self.name.clone(),
-                reason: e.to_string(),
-            }
-        })?;
-        assert_thread_in_test_netns()
+        enter_thread(&self.name)
     }
+}
+
+/// Moves the calling thread into the namespace named `name` (one under /run/netns
+/// that a test made), for threads that do not hold its [`Netns`] guard.
+pub fn enter_thread(name: &str) -> Result<()> {
+    let path = std::path::Path::new(NETNS_DIR).join(name);
+    let file = std::fs::File::open(&path).map_err(|e| Error::Enter {
+        name: name.to_string(),
+        reason: e.to_string(),
+    })?;
+    nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
+        Error::Enter {
+            name: name.to_string(),
+            reason: e.to_string(),
+        }
+    })?;
+    assert_thread_in_test_netns()
 }
 
 impl Drop for Netns {

@@ -50,6 +50,43 @@ impl Backend for tern_fib::windows::WindowsFib {
     }
 }
 
+/// What the kernel watcher tells the FIB task: routes of tern's protocol that were
+/// removed (most are the task's own deletions, which need nothing), and whether the
+/// kernel may have changed behind its back in a way only a re-read can tell.
+#[derive(Debug, Default)]
+pub struct KernelNews {
+    removed: std::sync::Mutex<Vec<IpNet>>,
+    full: std::sync::atomic::AtomicBool,
+    notify: Notify,
+}
+
+impl KernelNews {
+    /// A route of tern's protocol left the kernel.
+    pub fn removed(&self, prefix: IpNet) {
+        if let Ok(mut v) = self.removed.lock() {
+            v.push(prefix);
+        }
+        self.notify.notify_one();
+    }
+
+    /// The kernel must be re-read (link or address change, a foreign route added,
+    /// notifications lost).
+    pub fn resync(&self) {
+        self.full.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> (bool, Vec<IpNet>) {
+        let full = self.full.swap(false, std::sync::atomic::Ordering::SeqCst);
+        let removed = self
+            .removed
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default();
+        (full, removed)
+    }
+}
+
 /// What the daemon asks of the FIB task.
 #[derive(Debug)]
 pub enum FibMsg {
@@ -91,7 +128,11 @@ struct Task<B: Backend> {
 /// down and took routes with it, someone deleted a tern route, notifications were
 /// lost): it re-reads tern's routes and puts back what is missing, at most once a
 /// second. Routes the kernel refused are retried every [`RETRY`].
-pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>, resync: Arc<Notify>) {
+pub async fn run<B: Backend>(
+    mut backend: B,
+    mut rx: mpsc::Receiver<FibMsg>,
+    news: Arc<KernelNews>,
+) {
     let kernel = match backend.own_routes().await {
         Ok(r) => {
             if !r.is_empty() {
@@ -123,6 +164,7 @@ pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>, res
     let mut retry = tokio::time::interval(RETRY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_resync = Instant::now() - RESYNC_GAP;
+    let mut resync_due: Option<Instant> = None;
     loop {
         let msg = match pending.take() {
             Some(m) => m,
@@ -131,10 +173,24 @@ pub async fn run<B: Backend>(mut backend: B, mut rx: mpsc::Receiver<FibMsg>, res
                     Some(m) => m,
                     None => break,
                 },
-                () = resync.notified() => {
-                    // A burst of kernel events (a link flap, our own deletions) makes
-                    // one re-read, not one per event.
-                    tokio::time::sleep_until((last_resync + RESYNC_GAP).into()).await;
+                () = news.notify.notified() => {
+                    // Our own deletions come back as removals: only a removed route
+                    // we still count as installed means someone else took it. A burst
+                    // of such news makes one re-read, at most one a second, and route
+                    // batches keep flowing meanwhile.
+                    let (full, removed) = news.take();
+                    if full || removed.iter().any(|p| t.kernel.contains_key(p)) {
+                        resync_due.get_or_insert_with(|| (last_resync + RESYNC_GAP).max(Instant::now()));
+                    }
+                    continue;
+                }
+                () = async {
+                    match resync_due {
+                        Some(at) => tokio::time::sleep_until(at.into()).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    resync_due = None;
                     last_resync = Instant::now();
                     t.resync().await;
                     continue;
@@ -423,7 +479,7 @@ mod tests {
         let mut fib = MemoryFib::default();
         fib.preload(blackhole("198.18.9.0/26"));
         let (tx, rx) = mpsc::channel(8);
-        let task = tokio::spawn(run(fib, rx, Arc::new(Notify::new())));
+        let task = tokio::spawn(run(fib, rx, Arc::new(KernelNews::default())));
         let new = blackhole("198.18.10.0/26");
         tx.send(FibMsg::Want(vec![(new.prefix, Some(new.clone()))]))
             .await

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use ipnet::IpNet;
 use tern_fib::linux::{watch, KernelEvent, LinuxFib};
 use tern_fib::{Route, RouteKind};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 /// Calico's default workload interface prefix (Felix's `InterfacePrefix`).
 pub const WORKLOAD_PREFIX: &str = "cali";
@@ -77,7 +77,7 @@ impl Scan {
 pub async fn run(
     table: u32,
     protocol: Option<u8>,
-    fib_resync: Arc<Notify>,
+    fib_resync: Arc<super::fib_task::KernelNews>,
     tx: mpsc::Sender<BTreeMap<IpNet, String>>,
 ) {
     let fib = match LinuxFib::new(0, table) {
@@ -110,7 +110,7 @@ pub async fn run(
                 // Another protocol's route may have replaced one of ours (felix
                 // replaces workload routes): the FIB task must not think ours is there.
                 if Some(p) != protocol {
-                    fib_resync.notify_one();
+                    fib_resync.resync();
                 }
                 match host_route_device(&route) {
                     Some(i) => {
@@ -126,18 +126,18 @@ pub async fn run(
             }
             KernelEvent::RouteRemoved { route, protocol: p } if route.table == table => {
                 if Some(p) == protocol {
-                    fib_resync.notify_one();
+                    fib_resync.removed(route.prefix);
                 }
                 if host_route_device(&route).is_some() {
                     scan.routes.remove(&route.prefix);
                 }
             }
             KernelEvent::InterfacesChanged => {
-                fib_resync.notify_one();
+                fib_resync.resync();
                 scan.names().await
             }
             KernelEvent::Lost => {
-                fib_resync.notify_one();
+                fib_resync.resync();
                 scan.rescan().await
             }
             _ => continue,

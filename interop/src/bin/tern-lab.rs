@@ -1,6 +1,7 @@
 //! `tern-lab`: builds and drives labs of network namespaces: `up` a Calico-style cluster
 //! (tern nodes, pods, a ToR), `status`, `ping` (every pod to every pod), `down`; and
-//! `capture`, which records BIRD 2, GoBGP and FRR talking BGP (the codec's fixtures).
+//! `capture`, which records BIRD 2, GoBGP and FRR talking BGP (the codec's fixtures);
+//! `bench`, which runs tern, BIRD, FRR and GoBGP side by side on the same load.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,8 +80,48 @@ struct Up {
     timeout: u64,
 }
 
+#[derive(Args)]
+struct Bench {
+    /// Scenarios: prefixes:N (one eBGP peer, N prefixes, then withdrawn), peers:N (N
+    /// mesh peers with a block and ten /32s each), restart:N, churn:BASE:FLAP:SECS.
+    #[arg(default_values = ["prefixes:100000", "peers:200"])]
+    scenarios: Vec<String>,
+    /// Daemons to compare, alternated within each repetition (null: the injector's
+    /// ceiling, tern's decoder alone).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tern,bird,frr,gobgp,null"
+    )]
+    daemons: Vec<String>,
+    /// Repetitions of each scenario per daemon.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Directory for configs and logs of each run.
+    #[arg(long, default_value = "/tmp/tern-bench")]
+    dir: PathBuf,
+    /// Write every run and the summary as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// The tern binary (default: next to tern-lab, then PATH). Use a release build.
+    #[arg(long)]
+    tern: Option<PathBuf>,
+    /// Prefix of the namespace names.
+    #[arg(long, default_value = "tb-")]
+    prefix: String,
+    /// How often each daemon's CLI is asked for its RIB size, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    poll_ms: u64,
+    /// Longest wait for one phase of a run, in seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Run tern and BIRD / FRR / GoBGP on the same scenarios, alternating, and print
+    /// median (min–max) figures with tern's ratio against the best of the others.
+    Bench(Bench),
     /// Build a cluster in namespaces and start it; it keeps running until `down`.
     Up(Up),
     /// Show every node's `tern status` (and the ToR's sessions).
@@ -114,6 +155,7 @@ fn main() -> ExitCode {
             Command::Ping(w) => linux::ping(&w),
             Command::Down(w) => linux::down(&w),
             Command::Capture { out, prefix } => linux::capture(&out, &prefix),
+            Command::Bench(b) => linux::bench(b),
         }
     }
     #[cfg(not(target_os = "linux"))]
@@ -132,7 +174,87 @@ mod linux {
     use tern_interop::lab::{self, state, LabSpec, NodeKind, Topology};
     use tern_interop::peers::{self, Kind};
 
-    use super::{Tor, Up, Where};
+    use super::{Bench, Tor, Up, Where};
+
+    pub fn bench(b: Bench) -> ExitCode {
+        use tern_interop::bench::{self, dut::DutKind, report, BenchOpts, Scenario};
+        let scenarios = match b.scenarios.iter().map(|s| Scenario::parse(s)).collect() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("tern-lab bench: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let mut daemons = Vec::new();
+        for d in &b.daemons {
+            let Some(k) = DutKind::from_name(d) else {
+                eprintln!("tern-lab bench: unknown daemon {d:?} (tern, bird, frr, gobgp, null)");
+                return ExitCode::from(2);
+            };
+            if let Some(p) = k.programs().iter().find(|p| !tern_interop::have_program(p)) {
+                eprintln!("tern-lab bench: {d} needs {p}, which is not installed (scripts/setup.sh --lab)");
+                return ExitCode::from(2);
+            }
+            daemons.push(k);
+        }
+        let left = state::namespaces_with_prefix(&b.prefix);
+        if !left.is_empty() {
+            eprintln!(
+                "tern-lab bench: namespaces named {}* exist ({}); is another bench running?",
+                b.prefix,
+                left.join(" ")
+            );
+            return ExitCode::FAILURE;
+        }
+        let opts = BenchOpts {
+            scenarios,
+            daemons,
+            reps: b.reps.max(1),
+            dir: b.dir.clone(),
+            tern: b.tern.unwrap_or_else(lab::find_tern),
+            prefix: b.prefix,
+            poll: Duration::from_millis(b.poll_ms.max(1)),
+            timeout: Duration::from_secs(b.timeout),
+        };
+        eprintln!(
+            "tern-lab bench: {} scenario(s) × {} daemon(s) × {} rep(s); tern is {}",
+            opts.scenarios.len(),
+            opts.daemons.len(),
+            opts.reps,
+            opts.tern.display()
+        );
+        let runs = bench::run_all(&opts, |r| {
+            let figures: Vec<String> = r
+                .metrics
+                .iter()
+                .map(|(k, v)| format!("{k}={v:.3}"))
+                .collect();
+            match &r.error {
+                None => eprintln!(
+                    "  {} {} #{}: {}",
+                    r.scenario,
+                    r.daemon,
+                    r.rep,
+                    figures.join(" ")
+                ),
+                Some(e) => eprintln!("  {} {} #{}: FAILED: {e}", r.scenario, r.daemon, r.rep),
+            }
+        });
+        let summary = report::summarise(&runs);
+        print!("{}", report::table(&summary, &runs));
+        if let Some(path) = &b.json {
+            let doc = serde_json::json!({"runs": runs, "summary": summary});
+            if let Err(e) = std::fs::write(path, format!("{doc:#}\n")) {
+                eprintln!("tern-lab bench: cannot write {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        }
+        if runs.iter().any(|r| r.error.is_some()) {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        }
+    }
 
     pub fn up(a: Up) -> ExitCode {
         let w = &a.place;

@@ -1,0 +1,603 @@
+//! The daemons under test, each configured for the same job: dial every simulated
+//! peer, accept all its routes, install them in the kernel (where the daemon can) and
+//! export nothing. tern reads Calico resources; BIRD 2, FRR (bgpd with zebra) and
+//! GoBGP get the closest native configuration, with graceful restart on as in a
+//! Calico cluster. Also the null daemon ([`super::inject::Sink`]).
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::inject::Sink;
+use crate::netns::{run, Netns};
+use crate::process::Daemon;
+use crate::{Error, Result};
+
+/// The daemon under test's IPv4 address (textually above every simulated peer's, so
+/// tern's node-to-node mesh dials them all, as every other daemon does).
+pub const DUT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 99);
+/// Its IPv6 address (same reason).
+pub const DUT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2);
+/// Its AS (Calico's default).
+pub const DUT_AS: u32 = 64512;
+/// tern's route protocol number (DESIGN.md).
+pub const TERN_PROTO: u8 = 201;
+/// BIRD's (RTPROT_BIRD).
+pub const BIRD_PROTO: u8 = 12;
+/// FRR zebra's for BGP routes.
+pub const FRR_BGP_PROTO: u8 = 186;
+
+/// Which daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DutKind {
+    /// tern (`tern run`).
+    Tern,
+    /// BIRD 2 with kernel protocols.
+    Bird,
+    /// FRR: bgpd and zebra.
+    Frr,
+    /// GoBGP (`gobgpd`; it has no FIB of its own).
+    Gobgp,
+    /// Nothing but tern's decoder counting prefixes: the injector's ceiling.
+    Null,
+}
+
+impl DutKind {
+    /// Its name in tables and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            DutKind::Tern => "tern",
+            DutKind::Bird => "bird",
+            DutKind::Frr => "frr",
+            DutKind::Gobgp => "gobgp",
+            DutKind::Null => "null",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn from_name(name: &str) -> Option<DutKind> {
+        [
+            DutKind::Tern,
+            DutKind::Bird,
+            DutKind::Frr,
+            DutKind::Gobgp,
+            DutKind::Null,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+
+    /// The route protocol its kernel routes carry, if it installs any.
+    pub fn fib_protocol(self) -> Option<u8> {
+        match self {
+            DutKind::Tern => Some(TERN_PROTO),
+            DutKind::Bird => Some(BIRD_PROTO),
+            DutKind::Frr => Some(FRR_BGP_PROTO),
+            DutKind::Gobgp | DutKind::Null => None,
+        }
+    }
+
+    /// Programs it needs.
+    pub fn programs(self) -> &'static [&'static str] {
+        match self {
+            DutKind::Tern | DutKind::Null => &[],
+            DutKind::Bird => &["bird", "birdc"],
+            DutKind::Frr => &["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra", "vtysh"],
+            DutKind::Gobgp => &["gobgpd", "gobgp"],
+        }
+    }
+}
+
+/// What every daemon is configured with.
+#[derive(Debug, Clone)]
+pub struct DutSpec {
+    /// Which daemon.
+    pub kind: DutKind,
+    /// Its files.
+    pub dir: PathBuf,
+    /// The peers: address and AS (the peer AS equal to [`DUT_AS`] means iBGP: tern
+    /// sees them as the node-to-node mesh).
+    pub peers: Vec<(IpAddr, u32)>,
+    /// The tern binary.
+    pub tern: PathBuf,
+}
+
+impl DutSpec {
+    fn ibgp(&self) -> bool {
+        self.peers.first().is_some_and(|p| p.1 == DUT_AS)
+    }
+
+    fn local_for(addr: &IpAddr) -> IpAddr {
+        if addr.is_ipv4() {
+            IpAddr::V4(DUT_V4)
+        } else {
+            IpAddr::V6(DUT_V6)
+        }
+    }
+
+    /// tern's `cluster.yaml`: the node, and either a BGPPeer per peer (eBGP) or a Node
+    /// per peer with the node-to-node mesh (iBGP).
+    pub fn tern_cluster(&self) -> String {
+        let mut y = String::new();
+        let doc = |y: &mut String, kind: &str, name: &str, spec: &str| {
+            let _ = write!(
+                y,
+                "---\napiVersion: projectcalico.org/v3\nkind: {kind}\nmetadata: {{name: {name}}}\nspec:\n{spec}"
+            );
+        };
+        doc(
+            &mut y,
+            "BGPConfiguration",
+            "default",
+            &format!(
+                "  asNumber: {DUT_AS}\n  nodeToNodeMeshEnabled: {}\n",
+                self.ibgp()
+            ),
+        );
+        doc(
+            &mut y,
+            "Node",
+            "dut",
+            &format!("  bgp:\n    ipv4Address: {DUT_V4}/24\n    ipv6Address: \"{DUT_V6}/64\"\n"),
+        );
+        for (i, (addr, asn)) in self.peers.iter().enumerate() {
+            if self.ibgp() {
+                let a = match addr {
+                    IpAddr::V4(a) => format!("    ipv4Address: {a}/24\n"),
+                    IpAddr::V6(a) => format!("    ipv6Address: \"{a}/64\"\n"),
+                };
+                doc(
+                    &mut y,
+                    "Node",
+                    &format!("peer-{i}"),
+                    &format!("  bgp:\n{a}"),
+                );
+            } else {
+                doc(
+                    &mut y,
+                    "BGPPeer",
+                    &format!("feed-{i}"),
+                    &format!("  peerIP: \"{addr}\"\n  asNumber: {asn}\n"),
+                );
+            }
+        }
+        y
+    }
+
+    /// BIRD's configuration: kernel protocols exporting everything (persisting over a
+    /// restart, as Calico's), one BGP protocol per peer importing everything.
+    pub fn bird_conf(&self) -> String {
+        let mut c = format!(
+            "log stderr all;\nrouter id {DUT_V4};\nprotocol device {{ }}\n\
+             protocol kernel {{ ipv4 {{ import none; export all; }}; merge paths on; persist; graceful restart; }}\n\
+             protocol kernel {{ ipv6 {{ import none; export all; }}; merge paths on; persist; graceful restart; }}\n\
+             template bgp feed {{ local as {DUT_AS}; hold time 90; connect retry time 1; graceful restart on; }}\n"
+        );
+        // iBGP is multihop in BIRD unless told the peer is directly connected.
+        let direct = if self.ibgp() { " direct;" } else { "" };
+        for (i, (addr, asn)) in self.peers.iter().enumerate() {
+            let fam = if addr.is_ipv4() { "ipv4" } else { "ipv6" };
+            let _ = writeln!(
+                c,
+                "protocol bgp p{i} from feed {{ local {} as {DUT_AS}; neighbor {addr} as {asn};{direct} \
+                 {fam} {{ import all; export none; }}; }}",
+                Self::local_for(addr)
+            );
+        }
+        c
+    }
+
+    /// FRR's bgpd configuration: one peer group holding every peer.
+    pub fn frr_conf(&self) -> String {
+        let remote = if self.ibgp() {
+            "internal".to_string()
+        } else {
+            self.peers.first().map(|p| p.1).unwrap_or(0).to_string()
+        };
+        let mut c = format!(
+            "frr defaults traditional\nhostname dut\nlog stdout\nrouter bgp {DUT_AS}\n \
+             bgp router-id {DUT_V4}\n no bgp ebgp-requires-policy\n no bgp default ipv4-unicast\n \
+             bgp graceful-restart\n bgp graceful-restart preserve-fw-state\n \
+             neighbor FEED peer-group\n neighbor FEED remote-as {remote}\n \
+             neighbor FEED timers connect 1\n"
+        );
+        for (addr, _) in &self.peers {
+            let _ = writeln!(c, " neighbor {addr} peer-group FEED");
+        }
+        let fam = if self.peers.first().is_some_and(|p| p.0.is_ipv6()) {
+            "ipv6"
+        } else {
+            "ipv4"
+        };
+        let _ = writeln!(
+            c,
+            " address-family {fam} unicast\n  neighbor FEED activate\n exit-address-family"
+        );
+        c
+    }
+
+    /// GoBGP's configuration.
+    pub fn gobgp_conf(&self) -> String {
+        let mut c = format!(
+            "[global.config]\n  as = {DUT_AS}\n  router-id = \"{DUT_V4}\"\n  \
+             local-address-list = [\"{DUT_V4}\", \"{DUT_V6}\"]\n"
+        );
+        for (addr, asn) in &self.peers {
+            let fam = if addr.is_ipv4() {
+                "ipv4-unicast"
+            } else {
+                "ipv6-unicast"
+            };
+            let _ = writeln!(
+                c,
+                "[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{addr}\"\n    \
+                 peer-as = {asn}\n  [neighbors.transport.config]\n    local-address = \"{}\"\n  \
+                 [neighbors.timers.config]\n    connect-retry = 1\n  \
+                 [neighbors.graceful-restart.config]\n    enabled = true\n    restart-time = 120\n  \
+                 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"{fam}\"",
+                Self::local_for(addr)
+            );
+        }
+        c
+    }
+}
+
+/// A running daemon under test.
+#[derive(Debug)]
+pub struct Dut {
+    spec: DutSpec,
+    ns_name: String,
+    /// Its processes (FRR: zebra first, then bgpd).
+    procs: Vec<Daemon>,
+    sink: Option<Sink>,
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Spawn {
+        command: what,
+        source,
+    }
+}
+
+impl Dut {
+    /// Writes its configuration and starts it in `ns`. `recovery`: the start after a
+    /// restart (BIRD's `-R`, zebra's `-K`: keep the kernel routes for a while).
+    pub fn start(ns: &Netns, spec: &DutSpec, recovery: bool) -> Result<Dut> {
+        std::fs::create_dir_all(&spec.dir).map_err(io(format!("mkdir {}", spec.dir.display())))?;
+        let p = |f: &str| spec.dir.join(f).to_string_lossy().into_owned();
+        let write = |f: &str, text: String| {
+            std::fs::write(spec.dir.join(f), text).map_err(io(format!("write {}", p(f))))
+        };
+        let mut dut = Dut {
+            spec: spec.clone(),
+            ns_name: ns.name().to_string(),
+            procs: Vec::new(),
+            sink: None,
+        };
+        match spec.kind {
+            DutKind::Tern => {
+                write("cluster.yaml", spec.tern_cluster())?;
+                write(
+                    "tern.yaml",
+                    format!(
+                        "node: dut\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nlog: info\n",
+                        p("cluster.yaml"),
+                        p("tern.sock")
+                    ),
+                )?;
+                let mut c = ns.command(&spec.tern.to_string_lossy());
+                c.args(["run", "--config", &p("tern.yaml")]);
+                c.env("RUST_LOG", "info");
+                dut.procs
+                    .push(Daemon::spawn("tern", c, &spec.dir.join("tern.log"))?);
+            }
+            DutKind::Bird => {
+                write("bird.conf", spec.bird_conf())?;
+                let mut c = ns.command("bird");
+                c.args([
+                    "-f",
+                    "-c",
+                    &p("bird.conf"),
+                    "-s",
+                    &p("bird.ctl"),
+                    "-P",
+                    &p("bird.pid"),
+                ]);
+                if recovery {
+                    c.arg("-R");
+                }
+                dut.procs
+                    .push(Daemon::spawn("bird", c, &spec.dir.join("bird.log"))?);
+            }
+            DutKind::Gobgp => {
+                write("gobgpd.toml", spec.gobgp_conf())?;
+                let mut c = ns.command("gobgpd");
+                c.args([
+                    "-f",
+                    &p("gobgpd.toml"),
+                    "-p",
+                    "--pprof-disable",
+                    "--api-hosts",
+                    &format!("unix://{}", p("gobgp.sock")),
+                ]);
+                dut.procs
+                    .push(Daemon::spawn("gobgpd", c, &spec.dir.join("gobgpd.log"))?);
+            }
+            DutKind::Frr => dut.start_frr(ns, recovery)?,
+            DutKind::Null => {
+                let local = vec![IpAddr::V4(DUT_V4), IpAddr::V6(DUT_V6)];
+                let peers = spec.peers.iter().map(|p| p.0).collect();
+                dut.sink = Some(Sink::start(ns, DUT_AS, DUT_V4, local, peers)?);
+            }
+        }
+        Ok(dut)
+    }
+
+    fn start_frr(&mut self, ns: &Netns, recovery: bool) -> Result<()> {
+        let run_dir = self.spec.dir.join("frr");
+        std::fs::create_dir_all(&run_dir).map_err(io(format!("mkdir {}", run_dir.display())))?;
+        let f = |n: &str| run_dir.join(n).to_string_lossy().into_owned();
+        std::fs::write(run_dir.join("zebra.conf"), "hostname dut\n")
+            .map_err(io(f("zebra.conf")))?;
+        std::fs::write(run_dir.join("bgpd.conf"), self.spec.frr_conf())
+            .map_err(io(f("bgpd.conf")))?;
+        let _ = std::fs::remove_file(run_dir.join("zserv.api"));
+        // The daemons drop privileges to frr: they must read and write their run dir.
+        run("chown", &["-R", "frr:frr", &run_dir.to_string_lossy()])?;
+        run("chmod", &["755", &self.spec.dir.to_string_lossy()])?;
+        let args = |c: &mut std::process::Command, conf: &str, pid: &str| {
+            c.args([
+                "-f",
+                &f(conf),
+                "-i",
+                &f(pid),
+                "-z",
+                &f("zserv.api"),
+                "--vty_socket",
+                &f(""),
+                "-u",
+                "frr",
+                "-g",
+                "frr",
+            ]);
+        };
+        let mut z = ns.command("/usr/lib/frr/zebra");
+        args(&mut z, "zebra.conf", "zebra.pid");
+        // -r: leave the routes in the kernel when zebra stops; -K: on the start after
+        // a restart, keep the old ones for 120 s (FRR's graceful restart of zebra).
+        z.arg("-r");
+        if recovery {
+            z.args(["-K", "120"]);
+        }
+        self.procs
+            .push(Daemon::spawn("zebra", z, &self.spec.dir.join("zebra.log"))?);
+        crate::peers::wait_for("zebra's socket", Duration::from_secs(30), || {
+            run_dir.join("zserv.api").exists()
+        })?;
+        let mut b = ns.command("/usr/lib/frr/bgpd");
+        args(&mut b, "bgpd.conf", "bgpd.pid");
+        b.args(["-p", "179"]);
+        self.procs
+            .push(Daemon::spawn("bgpd", b, &self.spec.dir.join("bgpd.log"))?);
+        Ok(())
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> DutKind {
+        self.spec.kind
+    }
+
+    /// Its process ids (none for the null daemon, which runs in this process).
+    pub fn pids(&self) -> Vec<u32> {
+        self.procs.iter().filter_map(Daemon::pid).collect()
+    }
+
+    /// Stops it as an administrator would (SIGTERM; FRR's bgpd before zebra).
+    pub fn stop(&mut self) {
+        while let Some(mut d) = self.procs.pop() {
+            d.stop(Duration::from_secs(30));
+        }
+        self.sink = None;
+    }
+
+    /// Starts it again after [`Dut::stop`], in recovery mode.
+    pub fn restart(&mut self, ns: &Netns) -> Result<()> {
+        self.stop();
+        let fresh = Dut::start(ns, &self.spec, true)?;
+        *self = fresh;
+        Ok(())
+    }
+
+    /// Whether all its processes are still running.
+    pub fn alive(&mut self) -> bool {
+        self.procs.iter_mut().all(Daemon::is_running)
+    }
+
+    /// Sessions established, as the daemon reports them (None: cannot tell now).
+    pub fn established(&self) -> Option<usize> {
+        match self.spec.kind {
+            DutKind::Null => self.sink.as_ref().map(Sink::established),
+            _ => None,
+        }
+    }
+
+    /// How many prefixes its RIB holds, from its own CLI: tern's accepted prefixes,
+    /// BIRD's networks, FRR's RIB entries, GoBGP's destinations (IPv4 plus IPv6).
+    pub fn rib_count(&self) -> Result<u64> {
+        let d = |f: &str| self.spec.dir.join(f).to_string_lossy().into_owned();
+        let out = |program: &str, args: &[&str]| -> Result<String> {
+            let o = run(program, args)?;
+            Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+        };
+        match self.spec.kind {
+            DutKind::Tern => {
+                let s = out(
+                    &self.spec.tern.to_string_lossy(),
+                    &["status", "-o", "json", "--socket", &d("tern.sock")],
+                )?;
+                let v: serde_json::Value = serde_json::from_str(&s)
+                    .map_err(|e| Error::Lab(format!("tern status -o json: {e}")))?;
+                Ok(v.get("peers")
+                    .and_then(|p| p.as_array())
+                    .map(|ps| {
+                        ps.iter()
+                            .filter_map(|p| p.get("prefixes_accepted").and_then(|n| n.as_u64()))
+                            .sum()
+                    })
+                    .unwrap_or(0))
+            }
+            DutKind::Bird => {
+                let s = out("birdc", &["-s", &d("bird.ctl"), "show", "route", "count"])?;
+                Ok(parse_bird_count(&s))
+            }
+            DutKind::Frr => {
+                let s = out(
+                    "vtysh",
+                    &[
+                        "--vty_socket",
+                        &d("frr"),
+                        "-d",
+                        "bgpd",
+                        "-c",
+                        "show bgp summary json",
+                    ],
+                )?;
+                Ok(parse_frr_count(&s))
+            }
+            DutKind::Gobgp => {
+                let target = format!("unix://{}", d("gobgp.sock"));
+                let mut n = 0;
+                for fam in ["ipv4", "ipv6"] {
+                    let s = out(
+                        "gobgp",
+                        &["--target", &target, "global", "rib", "summary", "-a", fam],
+                    )?;
+                    n += parse_gobgp_count(&s);
+                }
+                Ok(n)
+            }
+            DutKind::Null => Ok(self
+                .sink
+                .as_ref()
+                .map(|s| u64::try_from(s.count()).unwrap_or(0))
+                .unwrap_or(0)),
+        }
+    }
+
+    /// The tail of its logs, for error messages.
+    pub fn log_tail(&self) -> String {
+        let mut s = String::new();
+        for f in [
+            "tern.log",
+            "bird.log",
+            "gobgpd.log",
+            "zebra.log",
+            "bgpd.log",
+        ] {
+            if let Ok(t) = std::fs::read_to_string(self.spec.dir.join(f)) {
+                let lines: Vec<&str> = t.lines().collect();
+                let tail = lines.get(lines.len().saturating_sub(15)..).unwrap_or(&[]);
+                let _ = writeln!(s, "--- {f} (last lines)\n{}", tail.join("\n"));
+            }
+        }
+        s
+    }
+
+    /// Its namespace's name.
+    pub fn namespace(&self) -> &str {
+        &self.ns_name
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.spec.dir
+    }
+}
+
+/// Sums "… for N networks in table …" lines of `birdc show route count`.
+pub fn parse_bird_count(s: &str) -> u64 {
+    s.lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(" for ")?;
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// Sums `ribCount` over the families of FRR's `show bgp summary json`.
+pub fn parse_frr_count(s: &str) -> u64 {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(s) else {
+        return 0;
+    };
+    v.as_object()
+        .map(|o| {
+            o.values()
+                .filter_map(|f| f.get("ribCount").and_then(|n| n.as_u64()))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Reads "Destination: N" from `gobgp global rib summary`.
+pub fn parse_gobgp_count(s: &str) -> u64 {
+    s.split("Destination:")
+        .nth(1)
+        .and_then(|r| {
+            r.split(|c: char| c == ',' || c.is_whitespace())
+                .find(|w| !w.is_empty())
+        })
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_daemons_count() {
+        assert_eq!(
+            parse_bird_count(
+                "BIRD 2.0.12 ready.\n100000 of 100000 routes for 100000 networks in table master4\n0 of 0 routes for 0 networks in table master6\n"
+            ),
+            100000
+        );
+        assert_eq!(
+            parse_frr_count(
+                r#"{"ipv4Unicast":{"ribCount":2200,"peers":{}},"ipv6Unicast":{"ribCount":3}}"#
+            ),
+            2203
+        );
+        assert_eq!(
+            parse_gobgp_count("Table ipv4-unicast\nDestination: 131072, Path: 131072\n"),
+            131072
+        );
+        assert_eq!(parse_gobgp_count("garbage"), 0);
+    }
+
+    fn spec(peers: Vec<(IpAddr, u32)>) -> DutSpec {
+        DutSpec {
+            kind: DutKind::Tern,
+            dir: PathBuf::from("/tmp/x"),
+            peers,
+            tern: PathBuf::from("tern"),
+        }
+    }
+
+    #[test]
+    fn ebgp_feed_is_a_bgppeer_and_mesh_feeds_are_nodes() {
+        let e = spec(vec![("198.51.100.100".parse().unwrap(), 65001)]);
+        let y = e.tern_cluster();
+        assert!(y.contains("kind: BGPPeer") && y.contains("nodeToNodeMeshEnabled: false"));
+        let m = spec(vec![
+            ("198.51.100.100".parse().unwrap(), DUT_AS),
+            ("198.51.100.101".parse().unwrap(), DUT_AS),
+        ]);
+        let y = m.tern_cluster();
+        assert!(!y.contains("BGPPeer") && y.contains("name: peer-1"));
+        assert!(m.bird_conf().contains("direct;"));
+        assert!(m.frr_conf().contains("remote-as internal"));
+        assert!(!e.bird_conf().contains("direct;"));
+    }
+}
