@@ -101,6 +101,9 @@ pub struct DutSpec {
     pub peers: Vec<(IpAddr, u32)>,
     /// The tern binary.
     pub tern: PathBuf,
+    /// FRR with graceful restart (only for the restart scenario: with it, bgpd
+    /// defers best-path selection at start and a first table takes 10 s longer).
+    pub frr_graceful_restart: bool,
 }
 
 impl DutSpec {
@@ -172,7 +175,7 @@ impl DutSpec {
             "log stderr all;\nrouter id {DUT_V4};\nprotocol device {{ }}\n\
              protocol kernel {{ ipv4 {{ import none; export all; }}; merge paths on; persist; graceful restart; }}\n\
              protocol kernel {{ ipv6 {{ import none; export all; }}; merge paths on; persist; graceful restart; }}\n\
-             template bgp feed {{ local as {DUT_AS}; hold time 90; connect retry time 1; graceful restart on; }}\n"
+             template bgp feed {{ local as {DUT_AS}; hold time 90; connect delay time 1; connect retry time 1; graceful restart on; }}\n"
         );
         // iBGP is multihop in BIRD unless told the peer is directly connected.
         let direct = if self.ibgp() { " direct;" } else { "" };
@@ -198,10 +201,12 @@ impl DutSpec {
         let mut c = format!(
             "frr defaults traditional\nhostname dut\nlog stdout\nrouter bgp {DUT_AS}\n \
              bgp router-id {DUT_V4}\n no bgp ebgp-requires-policy\n no bgp default ipv4-unicast\n \
-             bgp graceful-restart\n bgp graceful-restart preserve-fw-state\n \
              neighbor FEED peer-group\n neighbor FEED remote-as {remote}\n \
              neighbor FEED timers connect 1\n"
         );
+        if self.frr_graceful_restart {
+            c.push_str(" bgp graceful-restart\n bgp graceful-restart preserve-fw-state\n");
+        }
         for (addr, _) in &self.peers {
             let _ = writeln!(c, " neighbor {addr} peer-group FEED");
         }
@@ -423,7 +428,7 @@ impl Dut {
     }
 
     /// How many prefixes its RIB holds, from its own CLI: tern's accepted prefixes,
-    /// BIRD's networks, FRR's RIB entries, GoBGP's destinations (IPv4 plus IPv6).
+    /// BIRD's networks, the BGP routes in FRR zebra's RIB, GoBGP's destinations (IPv4 plus IPv6).
     pub fn rib_count(&self) -> Result<u64> {
         let d = |f: &str| self.spec.dir.join(f).to_string_lossy().into_owned();
         let out = |program: &str, args: &[&str]| -> Result<String> {
@@ -452,18 +457,17 @@ impl Dut {
                 Ok(parse_bird_count(&s))
             }
             DutKind::Frr => {
-                let s = out(
-                    "vtysh",
-                    &[
-                        "--vty_socket",
-                        &d("frr"),
-                        "-d",
-                        "bgpd",
-                        "-c",
-                        "show bgp summary json",
-                    ],
-                )?;
-                Ok(parse_frr_count(&s))
+                // zebra's RIB: bgpd hands a route over once its best path is chosen;
+                // bgpd's own `ribCount` counts prefixes as soon as they are parsed.
+                let mut n = 0;
+                for cmd in ["show ip route summary json", "show ipv6 route summary json"] {
+                    let s = out(
+                        "vtysh",
+                        &["--vty_socket", &d("frr"), "-d", "zebra", "-c", cmd],
+                    )?;
+                    n += parse_zebra_bgp_count(&s);
+                }
+                Ok(n)
             }
             DutKind::Gobgp => {
                 let target = format!("unix://{}", d("gobgp.sock"));
@@ -525,15 +529,22 @@ pub fn parse_bird_count(s: &str) -> u64 {
         .sum()
 }
 
-/// Sums `ribCount` over the families of FRR's `show bgp summary json`.
-pub fn parse_frr_count(s: &str) -> u64 {
+/// Sums the RIB counts of BGP routes (`ebgp`, `ibgp`) in zebra's `show ip route
+/// summary json`.
+pub fn parse_zebra_bgp_count(s: &str) -> u64 {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(s) else {
         return 0;
     };
-    v.as_object()
-        .map(|o| {
-            o.values()
-                .filter_map(|f| f.get("ribCount").and_then(|n| n.as_u64()))
+    v.get("routes")
+        .and_then(|r| r.as_array())
+        .map(|rs| {
+            rs.iter()
+                .filter(|r| {
+                    r.get("type")
+                        .and_then(|t| t.as_str())
+                        .is_some_and(|t| t.contains("bgp"))
+                })
+                .filter_map(|r| r.get("rib").and_then(|n| n.as_u64()))
                 .sum()
         })
         .unwrap_or(0)
@@ -582,6 +593,7 @@ mod tests {
             dir: PathBuf::from("/tmp/x"),
             peers,
             tern: PathBuf::from("tern"),
+            frr_graceful_restart: false,
         }
     }
 

@@ -386,6 +386,7 @@ fn run_one(
         dir: dir.clone(),
         peers: feeds.iter().map(|(a, asn, ..)| (*a, *asn)).collect(),
         tern: opts.tern.clone(),
+        frr_graceful_restart: matches!(sc, Scenario::Restart(_)),
     };
     let t_start = Instant::now();
     let dut = Dut::start(&dut_ns, &spec, false)?;
