@@ -575,10 +575,10 @@ mod tests {
             100000
         );
         assert_eq!(
-            parse_frr_count(
-                r#"{"ipv4Unicast":{"ribCount":2200,"peers":{}},"ipv6Unicast":{"ribCount":3}}"#
+            parse_zebra_bgp_count(
+                r#"{"routes":[{"fib":2,"rib":2,"type":"connected"},{"fib":99000,"rib":100000,"type":"ebgp"},{"fib":5,"rib":5,"type":"ibgp"}],"routesTotal":100007}"#
             ),
-            2203
+            100005
         );
         assert_eq!(
             parse_gobgp_count("Table ipv4-unicast\nDestination: 131072, Path: 131072\n"),
