@@ -134,6 +134,8 @@ pub struct PeerStats {
     pub updates_out: u64,
     /// Prefixes in its Adj-RIB-Out (0 when not established).
     pub advertised: u64,
+    /// Paths held from it (its Adj-RIB-In after the import checks).
+    pub received: u64,
 }
 
 /// What the speaker reports.
@@ -500,6 +502,7 @@ impl Task {
                             updates_in: p.updates_in,
                             updates_out: p.updates_out,
                             advertised: p.out.as_ref().map_or(0, |(o, _, _)| o.len() as u64),
+                            received: self.rib.paths_from(*a),
                         })
                         .collect(),
                 );

@@ -191,8 +191,11 @@ pub async fn run<B: Backend>(
                     }
                 } => {
                     resync_due = None;
-                    last_resync = Instant::now();
+                    let t0 = Instant::now();
                     t.resync().await;
+                    // A re-read of a million routes takes seconds: space them so
+                    // they never take more than a fifth of the time.
+                    last_resync = Instant::now() + (t0.elapsed() * 4).saturating_sub(RESYNC_GAP);
                     continue;
                 }
                 _ = retry.tick(), if !t.failures.is_empty() => {

@@ -98,18 +98,6 @@ impl DaemonHandler {
         &self,
         only: Option<IpAddr>,
     ) -> Result<Vec<crate::control::proto::PeerInfo>, String> {
-        let rib = self.loc_rib().await.unwrap_or_default();
-        // Per peer: prefixes for which it contributes a path to the Loc-RIB entry.
-        let mut counts: BTreeMap<IpAddr, u64> = BTreeMap::new();
-        for (_, b) in &rib {
-            let mut seen: Vec<IpAddr> = b.multipath.iter().map(|p| p.source.address).collect();
-            seen.push(b.best.source.address);
-            seen.sort();
-            seen.dedup();
-            for a in seen {
-                *counts.entry(a).or_default() += 1;
-            }
-        }
         let (tx, rx) = oneshot::channel();
         let asked = match self.speaker() {
             Ok(sp) => sp.send(SpeakerCommand::PeerStats(tx)).await.is_ok(),
@@ -131,10 +119,12 @@ impl DaemonHandler {
             let Ok(a) = p.address.parse::<IpAddr>() else {
                 continue;
             };
-            let n = counts.get(&a).copied().unwrap_or(0);
-            p.prefixes_received = n;
-            p.prefixes_accepted = n;
             if let Some(st) = stats.get(&a) {
+                // Counted by the RIB as paths come and go: a status call or a metrics
+                // scrape never walks the table. Paths failing the import checks are
+                // treated as withdrawn (RFC 7606 style), so received = accepted.
+                p.prefixes_received = st.received;
+                p.prefixes_accepted = st.received;
                 p.prefixes_advertised = st.advertised;
                 p.updates_in = st.updates_in;
                 p.updates_out = st.updates_out;

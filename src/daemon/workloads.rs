@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use ipnet::IpNet;
@@ -104,7 +105,30 @@ pub async fn run(
     if tx.send(last.clone()).await.is_err() {
         return;
     }
-    while let Some(ev) = events.next().await {
+    // After lost notifications the table is read again, but a re-read of a huge table
+    // is costly: at most one per second, or per five times its own duration.
+    let mut rescan_due = false;
+    let mut next_rescan = Instant::now();
+    loop {
+        let ev = tokio::select! {
+            ev = events.next() => match ev {
+                Some(ev) => Some(ev),
+                None => break,
+            },
+            () = tokio::time::sleep_until(next_rescan.into()), if rescan_due => {
+                rescan_due = false;
+                let t0 = Instant::now();
+                scan.rescan().await;
+                next_rescan = Instant::now() + (t0.elapsed() * 5).max(Duration::from_secs(1));
+                None
+            }
+        };
+        let Some(ev) = ev else {
+            if !report(&scan, &mut last, &tx).await {
+                return;
+            }
+            continue;
+        };
         match ev {
             KernelEvent::RouteAdded { route, protocol: p } if route.table == table => {
                 // Another protocol's route may have replaced one of ours (felix
@@ -138,16 +162,27 @@ pub async fn run(
             }
             KernelEvent::Lost => {
                 fib_resync.resync();
-                scan.rescan().await
+                rescan_due = true;
+                continue;
             }
             _ => continue,
         }
-        let now = scan.workloads();
-        if now != last {
-            last = now;
-            if tx.send(last.clone()).await.is_err() {
-                return;
-            }
+        if !report(&scan, &mut last, &tx).await {
+            return;
         }
     }
+}
+
+/// Sends the workload routes if they changed; false when nobody listens any more.
+async fn report(
+    scan: &Scan,
+    last: &mut BTreeMap<IpNet, String>,
+    tx: &mpsc::Sender<BTreeMap<IpNet, String>>,
+) -> bool {
+    let now = scan.workloads();
+    if now == *last {
+        return true;
+    }
+    *last = now;
+    tx.send(last.clone()).await.is_ok()
 }

@@ -13,7 +13,7 @@ pub mod decision;
 pub mod export;
 pub mod import;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
@@ -121,6 +121,9 @@ pub struct Rib {
     best: BTreeMap<IpNet, Best>,
     attrs: AttrStore,
     max_paths: usize,
+    /// Paths held per peer, kept as paths come and go so that `tern status` and the
+    /// metrics never walk the table.
+    per_peer: HashMap<IpAddr, u64>,
 }
 
 impl Rib {
@@ -131,6 +134,23 @@ impl Rib {
             best: BTreeMap::new(),
             attrs: AttrStore::default(),
             max_paths: max_paths.max(1),
+            per_peer: HashMap::new(),
+        }
+    }
+
+    /// Paths held from `peer` (its Adj-RIB-In after import checks).
+    pub fn paths_from(&self, peer: IpAddr) -> u64 {
+        self.per_peer.get(&peer).copied().unwrap_or(0)
+    }
+
+    fn count(&mut self, peer: IpAddr, added: u64, removed: u64) {
+        if added == removed {
+            return;
+        }
+        let n = self.per_peer.entry(peer).or_default();
+        *n = (*n + added).saturating_sub(removed);
+        if *n == 0 {
+            self.per_peer.remove(&peer);
         }
     }
 
@@ -246,9 +266,12 @@ impl Rib {
                     stale: false,
                 });
                 let list = self.paths.entry(n.prefix).or_default();
+                let before = list.len();
                 list.retain(|p| !(p.source.address == source.address && p.path_id == path.path_id));
+                let replaced = before - list.len();
                 list.push(path);
                 touched.push(n.prefix);
+                self.count(source.address, 1, replaced as u64);
             }
         }
         self.recompute(touched)
@@ -296,17 +319,29 @@ impl Rib {
         };
         let before = list.len();
         list.retain(|p| !(p.source.address == peer && p.path_id == id));
-        before != list.len()
+        let removed = (before - list.len()) as u64;
+        self.count(peer, 0, removed);
+        removed > 0
     }
 
     fn remove_where(&mut self, gone: impl Fn(&IpNet, &Path) -> bool) -> Vec<BestChange> {
         let mut touched = Vec::new();
+        let mut removed: HashMap<IpAddr, u64> = HashMap::new();
         for (prefix, list) in self.paths.iter_mut() {
             let before = list.len();
-            list.retain(|p| !gone(prefix, p));
+            list.retain(|p| {
+                let drop = gone(prefix, p);
+                if drop {
+                    *removed.entry(p.source.address).or_default() += 1;
+                }
+                !drop
+            });
             if list.len() != before {
                 touched.push(*prefix);
             }
+        }
+        for (peer, n) in removed {
+            self.count(peer, 0, n);
         }
         self.recompute(touched)
     }

@@ -413,3 +413,45 @@ fn a_route_failing_import_checks_replaces_the_earlier_one_as_a_withdrawal() {
     );
     assert!(rib.is_empty());
 }
+
+#[test]
+fn paths_are_counted_per_peer_as_they_come_and_go() {
+    let a = source("198.51.100.2", 2, 64601, true);
+    let b = source("198.51.100.3", 3, 64602, true);
+    let mut rib = Rib::new(4);
+    let three = ["198.18.0.0/26", "198.18.0.64/26", "198.18.0.128/26"];
+    rib.apply_update(&a, &announce(&three, attrs(&[64601])));
+    rib.apply_update(&b, &announce(&three[..1], attrs(&[64602])));
+    assert_eq!(
+        (rib.paths_from(a.address), rib.paths_from(b.address)),
+        (3, 1)
+    );
+    // Announcing a prefix again replaces the path: no double count.
+    rib.apply_update(&a, &announce(&three[..2], attrs(&[64601, 64601])));
+    assert_eq!(rib.paths_from(a.address), 3);
+    let w = Update {
+        withdrawn: vec![net("198.18.0.64/26"), net("198.18.1.0/26")],
+        ..Update::default()
+    };
+    rib.apply_update(&a, &w);
+    assert_eq!(
+        rib.paths_from(a.address),
+        2,
+        "an unknown withdrawal counts nothing"
+    );
+    rib.mark_stale(a.address);
+    assert_eq!(rib.paths_from(a.address), 2, "stale paths are still held");
+    rib.sweep_stale(a.address, None);
+    rib.peer_down(b.address);
+    assert_eq!(
+        (rib.paths_from(a.address), rib.paths_from(b.address)),
+        (0, 0)
+    );
+    // The counts agree with a walk of the table.
+    rib.apply_update(&a, &announce(&three, attrs(&[64601])));
+    let walked = three
+        .iter()
+        .map(|p| rib.paths(&net(p).prefix).len())
+        .sum::<usize>();
+    assert_eq!(rib.paths_from(a.address), walked as u64);
+}

@@ -42,7 +42,7 @@ pub enum KernelEvent {
 
 /// Receive buffer for notifications: a burst of route changes by another daemon must
 /// not overflow it before we read (each notification costs about 1 KiB of buffer).
-pub const WATCH_RCVBUF: usize = 32 << 20;
+pub const WATCH_RCVBUF: usize = 128 << 20;
 
 /// Subscribes to route, link, address and neighbour changes in the current namespace,
 /// with a [`WATCH_RCVBUF`] receive buffer. Call inside a tokio runtime.
