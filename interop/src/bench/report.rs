@@ -75,22 +75,22 @@ pub fn summarise(runs: &[RunResult]) -> Summary {
 }
 
 /// Figures shown in the table, in order, with their column titles and whether lower
-/// is better (for the ratio).
-const COLUMNS: &[(&str, &str, bool)] = &[
-    ("sessions_s", "sessions up s", true),
-    ("converge_s", "RIB s", true),
-    ("fib_s", "FIB s", true),
-    ("cpu_s", "CPU s", true),
-    ("routes_per_cpu_s", "routes/CPU-s", false),
-    ("peak_rss_mb", "peak RSS MB", true),
-    ("bytes_per_route", "B/route", true),
-    ("withdraw_s", "withdraw RIB s", true),
-    ("withdraw_fib_s", "withdraw FIB s", true),
-    ("restart_deletions", "deletions", true),
-    ("restart_converge_s", "back s", true),
-    ("churn_cpu_s", "churn CPU s", true),
-    ("churn_rss_growth_mb", "RSS growth MB", true),
-    ("inject_s", "injector s", true),
+/// is better (for the ratio; None: no ratio, the figure describes the setup).
+const COLUMNS: &[(&str, &str, Option<bool>)] = &[
+    ("sessions_s", "sessions up s", None),
+    ("converge_s", "RIB s", Some(true)),
+    ("fib_s", "FIB s", Some(true)),
+    ("cpu_s", "CPU s", Some(true)),
+    ("routes_per_cpu_s", "routes/CPU-s", Some(false)),
+    ("peak_rss_mb", "peak RSS MB", Some(true)),
+    ("bytes_per_route", "B/route", Some(true)),
+    ("withdraw_s", "withdraw RIB s", Some(true)),
+    ("withdraw_fib_s", "withdraw FIB s", Some(true)),
+    ("restart_deletions", "deletions", Some(true)),
+    ("restart_converge_s", "back s", Some(true)),
+    ("churn_cpu_s", "churn CPU s", Some(true)),
+    ("churn_rss_growth_mb", "RSS growth MB", Some(true)),
+    ("inject_s", "injector s", None),
 ];
 
 fn fmt_num(x: f64) -> String {
@@ -126,7 +126,7 @@ fn cell(s: &Stat) -> String {
 pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
     let mut out = String::new();
     for (sc, daemons) in summary {
-        let cols: Vec<&(&str, &str, bool)> = COLUMNS
+        let cols: Vec<&(&str, &str, Option<bool>)> = COLUMNS
             .iter()
             .filter(|(k, ..)| daemons.values().any(|m| m.contains_key(*k)))
             .collect();
@@ -145,6 +145,10 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
         if let Some(t) = daemons.get("tern") {
             let mut row = vec!["tern ×".to_string()];
             for (k, _, lower) in &cols {
+                let Some(lower) = lower else {
+                    row.push("".into());
+                    continue;
+                };
                 let best = daemons
                     .iter()
                     .filter(|(d, _)| *d != "tern" && *d != "null")
@@ -187,6 +191,12 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
             let _ = writeln!(out, "{}", line.join("  "));
         }
     }
+    let _ = writeln!(
+        out,
+        "\nmedian (min–max) over the runs; \"tern ×\": the best of BIRD, FRR and GoBGP \
+         relative to tern on that figure (above 1: tern ahead). RIB: the daemon's own \
+         CLI reports every prefix; FIB: every route seen arriving in the kernel."
+    );
     let failed: Vec<&RunResult> = runs.iter().filter(|r| r.error.is_some()).collect();
     if !failed.is_empty() {
         let _ = writeln!(out, "\nfailed runs:");
