@@ -157,11 +157,7 @@ fn tern_reflects_between_gobgp_and_frr_clients() {
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
                 tokio::spawn(async move { while erx.recv().await.is_some() {} });
-                loop {
-                    match stop_rx.try_recv() {
-                        Err(std::sync::mpsc::TryRecvError::Empty) => {}
-                        _ => break,
-                    }
+                while let Err(std::sync::mpsc::TryRecvError::Empty) = stop_rx.try_recv() {
                     let (tx, rx) = tokio::sync::oneshot::channel();
                     let _ = c.send(SpeakerCommand::Routes(tx)).await;
                     let now: Vec<String> = rx
