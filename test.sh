@@ -4,16 +4,20 @@
 #   ./test.sh               everything CI runs
 #   ./test.sh --fuzz SECS   also fuzz the BGP decoder with cargo-fuzz for SECS seconds
 #   ./test.sh --bench       also run the codec benchmarks (figures in README)
+#   ./test.sh --lab-bench   also run tern against BIRD, FRR and GoBGP (scripts/bench.sh,
+#                           about 30 min; the README's benchmark table)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 fuzz_secs=0
 bench=0
+lab_bench=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --fuzz) fuzz_secs="${2:?--fuzz needs seconds}"; shift 2 ;;
     --bench) bench=1; shift ;;
-    *) echo "usage: ./test.sh [--fuzz SECS] [--bench]" >&2; exit 2 ;;
+    --lab-bench) lab_bench=1; shift ;;
+    *) echo "usage: ./test.sh [--fuzz SECS] [--bench] [--lab-bench]" >&2; exit 2 ;;
   esac
 done
 
@@ -64,6 +68,11 @@ fi
 if [ $bench = 1 ]; then
   step "benchmarks"
   cargo bench -p tern-bgp --bench wire
+fi
+
+if [ $lab_bench = 1 ]; then
+  step "tern vs BIRD, FRR, GoBGP (scripts/bench.sh)"
+  scripts/bench.sh
 fi
 
 step "all tests passed in $(( $(date +%s) - start ))s"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark of the README: tern, BIRD 2, FRR and GoBGP (and the null
+# daemon, the injector's ceiling) on the same loads in network namespaces, alternating,
+# with median (min-max) figures. Needs root; installs the daemons if missing.
+#   scripts/bench.sh                 the README's set (about 30 min on 2 cores)
+#   scripts/bench.sh SCENARIO...     others, e.g. prefixes:10000 peers:50
+# Output: the table on stdout and target/tmp/bench.{txt,json}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --lab >/dev/null
+cargo build --release --locked -p tern -p tern-interop --bins
+mkdir -p target/tmp
+if [ $# -eq 0 ]; then
+  set -- prefixes:100000 peers:200 restart:100000 --reps 3
+  full=1
+else
+  full=0
+fi
+target/release/tern-lab bench "$@" --json target/tmp/bench.json | tee target/tmp/bench.txt
+if [ $full = 1 ]; then
+  # The largest loads once each: a run of GoBGP or FRR with 1M prefixes takes minutes.
+  target/release/tern-lab bench prefixes:1000000 peers:1000 churn:100000:1000:60 --reps 1 \
+    --json target/tmp/bench-large.json | tee -a target/tmp/bench.txt
+fi
