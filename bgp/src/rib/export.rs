@@ -72,12 +72,9 @@ pub fn export(path: &Path, policy: &ExportPolicy) -> Option<Exported> {
         return None;
     }
     let ibgp_learnt = !src.local && !src.ebgp;
-    let mut out = PathAttributes {
-        next_hop: None,
-        ..(**a).clone()
-    };
-    out.unknown = a.unknown.iter().filter_map(|u| u.readvertised()).collect();
-    if !policy.ebgp && ibgp_learnt {
+    // Every refusal is decided before the attributes are copied: in a mesh of a
+    // thousand nodes nearly every (path, peer) pair is refused by the iBGP rule.
+    let reflect_into = if !policy.ebgp && ibgp_learnt {
         let cluster = policy.cluster_id?;
         if !(src.rr_client || policy.peer_is_client) {
             return None;
@@ -86,6 +83,16 @@ pub fn export(path: &Path, policy: &ExportPolicy) -> Option<Exported> {
         if a.cluster_list.contains(&cluster) {
             return None;
         }
+        Some(cluster)
+    } else {
+        None
+    };
+    let mut out = PathAttributes {
+        next_hop: None,
+        ..(**a).clone()
+    };
+    out.unknown = a.unknown.iter().filter_map(|u| u.readvertised()).collect();
+    if let Some(cluster) = reflect_into {
         out.originator_id = Some(a.originator_id.unwrap_or(src.router_id));
         out.cluster_list.insert(0, cluster);
     }
@@ -281,7 +288,12 @@ impl AdjRibOut {
                     if self.sent.get(&c.prefix).is_some_and(|old| **old == e) {
                         continue;
                     }
-                    let e = Arc::new(e);
+                    // Prefixes with equal exports share one copy, in the UPDATE
+                    // groups and in what is remembered as sent.
+                    let e = match announce.get_key_value(&e) {
+                        Some((k, _)) => Arc::clone(k),
+                        None => Arc::new(e),
+                    };
                     self.sent.insert(c.prefix, Arc::clone(&e));
                     announce.entry(e).or_default().push(Nlri::new(c.prefix));
                 }
