@@ -592,3 +592,68 @@ fn a_route_deleted_by_someone_else_is_put_back() {
         "198.51.100.2"
     );
 }
+
+#[test]
+fn the_filtered_watch_skips_own_additions_only() {
+    let Some((node, _peer)) = lab("tfk-filt") else {
+        return;
+    };
+    let eth0 = ifindex(&node, "eth0");
+    let ours = route(
+        "198.18.21.0/26",
+        RouteKind::Unicast(vec![hop("198.51.100.2", eth0)]),
+    );
+    let ns = node.name().to_string();
+    let events = in_ns(&node, async || {
+        let mut fib = LinuxFib::new(PROTO, 254).unwrap_or_else(|e| panic!("{e}"));
+        let mut events = Box::pin(
+            tern_fib::linux::watch_ignoring_added(PROTO).unwrap_or_else(|e| panic!("{e}")),
+        );
+        let r = fib.apply(vec![RouteChange::Add(ours.clone())]).await;
+        assert!(r.failed.is_empty(), "{r:?}");
+        for args in [
+            // Another protocol's route: must arrive.
+            &[
+                "route",
+                "add",
+                "198.18.22.0/26",
+                "via",
+                "198.51.100.2",
+                "proto",
+                "static",
+            ][..],
+            // Ours removed by someone else: must arrive.
+            &["route", "del", "198.18.21.0/26", "proto", "201"][..],
+        ] {
+            let out = std::process::Command::new("ip")
+                .args(["-n", &ns])
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(out.status.success(), "{out:?}");
+        }
+        let mut seen = Vec::new();
+        while let Ok(Some(e)) =
+            tokio::time::timeout(std::time::Duration::from_secs(2), events.next()).await
+        {
+            match e {
+                tern_fib::linux::KernelEvent::RouteAdded { protocol, route } => {
+                    seen.push(format!("add {} proto {protocol}", route.prefix))
+                }
+                tern_fib::linux::KernelEvent::RouteRemoved { protocol, route } => {
+                    seen.push(format!("del {} proto {protocol}", route.prefix))
+                }
+                _ => {}
+            }
+        }
+        seen
+    });
+    assert_eq!(
+        events,
+        vec![
+            "add 198.18.22.0/26 proto 4".to_string(),
+            "del 198.18.21.0/26 proto 201".to_string()
+        ],
+        "the addition of tern's own route must be filtered, nothing else"
+    );
+}

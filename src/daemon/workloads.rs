@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use ipnet::IpNet;
-use tern_fib::linux::{watch, KernelEvent, LinuxFib};
+use tern_fib::linux::{watch, watch_ignoring_added, KernelEvent, LinuxFib};
 use tern_fib::{Route, RouteKind};
 use tokio::sync::mpsc;
 
@@ -88,8 +88,21 @@ pub async fn run(
             return;
         }
     };
-    let mut events = match watch() {
-        Ok(s) => Box::pin(s),
+    type Events = std::pin::Pin<Box<dyn futures::Stream<Item = KernelEvent> + Send>>;
+    // tern's own route additions are filtered out in the kernel: at a full table they
+    // are most of the traffic on this socket and none of them matters here.
+    let filtered: Option<Events> = protocol.and_then(|p| match watch_ignoring_added(p) {
+        Ok(s) => Some(Box::pin(s) as Events),
+        Err(e) => {
+            tracing::warn!("{e}; reading every route notification instead");
+            None
+        }
+    });
+    let mut events: Events = match filtered
+        .map(Ok)
+        .unwrap_or_else(|| watch().map(|s| Box::pin(s) as Events))
+    {
+        Ok(s) => s,
         Err(e) => {
             tracing::error!("cannot watch workload routes: {e}");
             return;

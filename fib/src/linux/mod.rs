@@ -31,7 +31,7 @@ use crate::diag::Resolution;
 use crate::{ApplyReport, Fib, FibError, Interface, Neighbour, Route, RouteChange, RouteFailure};
 
 pub use message::parse as parse_route;
-pub use watch::{watch, watch_with_buffer, KernelEvent, WATCH_RCVBUF};
+pub use watch::{watch, watch_ignoring_added, watch_with_buffer, KernelEvent, WATCH_RCVBUF};
 
 /// Route messages per datagram.
 const BATCH: usize = 128;

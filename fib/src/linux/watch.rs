@@ -52,6 +52,56 @@ pub fn watch() -> Result<impl Stream<Item = KernelEvent>, FibError> {
 
 /// [`watch`] with a receive buffer of `rcvbuf` bytes (capped at 2 GiB).
 pub fn watch_with_buffer(rcvbuf: usize) -> Result<impl Stream<Item = KernelEvent>, FibError> {
+    watch_filtered(rcvbuf, None)
+}
+
+/// [`watch`] without the notifications of routes *added* with `protocol` (the
+/// daemon's own: a million of them at a full table, each of which would otherwise be
+/// copied to this socket, read and parsed for nothing). Removals of such routes still
+/// arrive: they are how a route deleted behind tern's back is noticed.
+pub fn watch_ignoring_added(protocol: u8) -> Result<impl Stream<Item = KernelEvent>, FibError> {
+    watch_filtered(WATCH_RCVBUF, Some(protocol))
+}
+
+/// A classic BPF program for a netlink socket that drops RTM_NEWROUTE messages whose
+/// `rtm_protocol` is `protocol` and accepts everything else. Each route notification
+/// travels in a packet of its own, so the first message's header decides.
+fn drop_added_routes(protocol: u8) -> [libc::sock_filter; 6] {
+    // BPF_ABS half-word loads read network byte order; nlmsg_type is host order.
+    let newroute = u32::from(u16::from_be_bytes(libc::RTM_NEWROUTE.to_ne_bytes()));
+    // struct nlmsghdr is 16 bytes; rtm_protocol is byte 5 of struct rtmsg.
+    const NLMSG_TYPE: u32 = 4;
+    const RTM_PROTOCOL: u32 = 16 + 5;
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    [
+        op(libc::BPF_LD | libc::BPF_H | libc::BPF_ABS, 0, 0, NLMSG_TYPE),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 3, newroute),
+        op(
+            libc::BPF_LD | libc::BPF_B | libc::BPF_ABS,
+            0,
+            0,
+            RTM_PROTOCOL,
+        ),
+        op(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            0,
+            1,
+            u32::from(protocol),
+        ),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, 0),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX),
+    ]
+}
+
+fn watch_filtered(
+    rcvbuf: usize,
+    ignore_added: Option<u8>,
+) -> Result<impl Stream<Item = KernelEvent>, FibError> {
     let rcvbuf = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
     let groups = [
         MulticastGroup::Ipv4Route,
@@ -80,6 +130,31 @@ pub fn watch_with_buffer(rcvbuf: usize) -> Result<impl Stream<Item = KernelEvent
             (&rcvbuf as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
+    }
+    if let Some(p) = ignore_added {
+        let mut program = drop_added_routes(p);
+        let prog = libc::sock_fprog {
+            len: program.len() as u16,
+            filter: program.as_mut_ptr(),
+        };
+        // SAFETY: fd is a live socket owned by `conn`; `prog` points at `program`,
+        // which outlives the call (the kernel copies the program), and its size is
+        // passed exactly.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&prog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(FibError::Kernel {
+                what: "attaching the notification filter (SO_ATTACH_FILTER)".into(),
+                reason: std::io::Error::last_os_error().to_string(),
+            });
+        }
     }
     tokio::spawn(conn);
     Ok(messages.filter_map(|(m, _)| async move {
