@@ -159,6 +159,8 @@ fn start_fib(
     {
         let fib = tern_fib::linux::LinuxFib::new(cfg.fib.route_protocol, cfg.fib.table)
             .map_err(|e| format!("cannot open the kernel FIB: {e}"))?;
+        r.own_port
+            .store(fib.port_id(), std::sync::atomic::Ordering::SeqCst);
         tokio::spawn(fib_task::run(fib, rx, r));
     }
     #[cfg(windows)]

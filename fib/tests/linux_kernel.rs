@@ -607,9 +607,28 @@ fn the_filtered_watch_skips_own_additions_only() {
     let events = in_ns(&node, async || {
         let mut fib = LinuxFib::new(PROTO, 254).unwrap_or_else(|e| panic!("{e}"));
         let mut events = Box::pin(
-            tern_fib::linux::watch_ignoring_added(PROTO).unwrap_or_else(|e| panic!("{e}")),
+            tern_fib::linux::watch_ignoring_added(PROTO, fib.port_id())
+                .unwrap_or_else(|e| panic!("{e}")),
         );
-        let r = fib.apply(vec![RouteChange::Add(ours.clone())]).await;
+        assert_ne!(fib.port_id(), 0);
+        // Added and removed by the FIB itself: neither must arrive.
+        let other = route(
+            "198.18.23.0/26",
+            RouteKind::Unicast(vec![hop("198.51.100.2", eth0)]),
+        );
+        let r = fib
+            .apply(vec![
+                RouteChange::Add(ours.clone()),
+                RouteChange::Add(other.clone()),
+            ])
+            .await;
+        assert!(r.failed.is_empty(), "{r:?}");
+        let r = fib
+            .apply(vec![RouteChange::Delete {
+                prefix: other.prefix,
+                table: 254,
+            }])
+            .await;
         assert!(r.failed.is_empty(), "{r:?}");
         for args in [
             // Another protocol's route: must arrive.
@@ -654,6 +673,6 @@ fn the_filtered_watch_skips_own_additions_only() {
             "add 198.18.22.0/26 proto 4".to_string(),
             "del 198.18.21.0/26 proto 201".to_string()
         ],
-        "the addition of tern's own route must be filtered, nothing else"
+        "tern's own additions and its own deletions must be filtered, nothing else"
     );
 }

@@ -55,6 +55,9 @@ impl Backend for tern_fib::windows::WindowsFib {
 /// kernel may have changed behind its back in a way only a re-read can tell.
 #[derive(Debug, Default)]
 pub struct KernelNews {
+    /// The FIB's netlink port id (0: unknown), so the watcher can leave out the
+    /// notifications of the FIB's own changes.
+    pub own_port: std::sync::atomic::AtomicU32,
     removed: std::sync::Mutex<Vec<IpNet>>,
     full: std::sync::atomic::AtomicBool,
     notify: Notify,
@@ -301,8 +304,14 @@ impl<B: Backend> Task<B> {
             return;
         }
         let t0 = std::time::Instant::now();
+        let n = changes.len();
         let report = self.backend.apply(changes.clone()).await;
         self.last_apply = t0.elapsed();
+        tracing::debug!(
+            changes = n,
+            seconds = self.last_apply.as_secs_f64(),
+            "kernel batch applied"
+        );
         let failed: BTreeMap<IpNet, RouteFailure> =
             report.failed.into_iter().map(|f| (f.prefix, f)).collect();
         for c in changes {

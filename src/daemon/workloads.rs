@@ -89,9 +89,12 @@ pub async fn run(
         }
     };
     type Events = std::pin::Pin<Box<dyn futures::Stream<Item = KernelEvent> + Send>>;
-    // tern's own route additions are filtered out in the kernel: at a full table they
+    // tern's own route changes are filtered out in the kernel: at a full table they
     // are most of the traffic on this socket and none of them matters here.
-    let filtered: Option<Events> = protocol.and_then(|p| match watch_ignoring_added(p) {
+    let own_port = fib_resync
+        .own_port
+        .load(std::sync::atomic::Ordering::SeqCst);
+    let filtered: Option<Events> = protocol.and_then(|p| match watch_ignoring_added(p, own_port) {
         Ok(s) => Some(Box::pin(s) as Events),
         Err(e) => {
             tracing::warn!("{e}; reading every route notification instead");

@@ -45,6 +45,8 @@ pub struct LinuxFib {
     refusals: UnboundedReceiver<(NetlinkMessage<RouteNetlinkMessage>, SocketAddr)>,
     protocol: u8,
     table: u32,
+    /// The netlink port id of the socket route changes go out on.
+    port_id: u32,
 }
 
 impl LinuxFib {
@@ -66,13 +68,27 @@ impl LinuxFib {
         socket
             .set_rx_buf_sz(8 << 20)
             .map_err(|e| kernel("sizing the netlink receive buffer", e))?;
+        // The kernel stamps every route notification caused by a request with the
+        // requester's port id: how a watcher tells tern's own changes from others'.
+        // The socket is bound now (the kernel picks the id) rather than on first send.
+        let port_id = socket
+            .bind_auto()
+            .map(|a| a.port_number())
+            .map_err(|e| kernel("binding the netlink socket", e))?;
         tokio::spawn(conn);
         Ok(LinuxFib {
             conn: handle,
             refusals,
             protocol,
             table,
+            port_id,
         })
+    }
+
+    /// The netlink port id the kernel puts in notifications of changes this FIB made
+    /// (0 if unknown; see [`watch_ignoring_added`]).
+    pub fn port_id(&self) -> u32 {
+        self.port_id
     }
 
     /// The route protocol number that marks tern's routes.

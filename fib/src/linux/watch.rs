@@ -55,22 +55,32 @@ pub fn watch_with_buffer(rcvbuf: usize) -> Result<impl Stream<Item = KernelEvent
     watch_filtered(rcvbuf, None)
 }
 
-/// [`watch`] without the notifications of routes *added* with `protocol` (the
-/// daemon's own: a million of them at a full table, each of which would otherwise be
-/// copied to this socket, read and parsed for nothing). Removals of such routes still
+/// [`watch`] without the notifications of tern's own doing: routes *added* with
+/// `protocol`, and every change requested on the netlink socket with port id
+/// `own_port` (the FIB's, [`super::LinuxFib::port_id`]; 0 to skip that part). At a
+/// full table these are a million notifications each way, each of which would
+/// otherwise be copied to this socket, read and parsed for nothing. Removals of
+/// tern's routes by anyone else (an administrator, the kernel on link down) still
 /// arrive: they are how a route deleted behind tern's back is noticed.
-pub fn watch_ignoring_added(protocol: u8) -> Result<impl Stream<Item = KernelEvent>, FibError> {
-    watch_filtered(WATCH_RCVBUF, Some(protocol))
+pub fn watch_ignoring_added(
+    protocol: u8,
+    own_port: u32,
+) -> Result<impl Stream<Item = KernelEvent>, FibError> {
+    watch_filtered(WATCH_RCVBUF, Some((protocol, own_port)))
 }
 
-/// A classic BPF program for a netlink socket that drops RTM_NEWROUTE messages whose
-/// `rtm_protocol` is `protocol` and accepts everything else. Each route notification
-/// travels in a packet of its own, so the first message's header decides.
-fn drop_added_routes(protocol: u8) -> [libc::sock_filter; 6] {
-    // BPF_ABS half-word loads read network byte order; nlmsg_type is host order.
+/// A classic BPF program for a netlink socket that drops messages stamped with port
+/// id `own_port` (unless 0: the kernel's own notifications carry 0) and RTM_NEWROUTE
+/// messages whose `rtm_protocol` is `protocol`, and accepts everything else. Each
+/// route notification travels in a packet of its own, so its header decides.
+fn drop_own_changes(protocol: u8, own_port: u32) -> Vec<libc::sock_filter> {
+    // BPF_ABS loads read network byte order; netlink headers are in host order.
     let newroute = u32::from(u16::from_be_bytes(libc::RTM_NEWROUTE.to_ne_bytes()));
-    // struct nlmsghdr is 16 bytes; rtm_protocol is byte 5 of struct rtmsg.
+    let port = u32::from_be_bytes(own_port.to_ne_bytes());
+    // struct nlmsghdr: len 0, type 4, flags 6, seq 8, pid 12 (16 bytes); rtm_protocol
+    // is byte 5 of struct rtmsg.
     const NLMSG_TYPE: u32 = 4;
+    const NLMSG_PID: u32 = 12;
     const RTM_PROTOCOL: u32 = 16 + 5;
     let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
         code: code as u16,
@@ -78,7 +88,18 @@ fn drop_added_routes(protocol: u8) -> [libc::sock_filter; 6] {
         jf,
         k,
     };
-    [
+    let mut p = Vec::new();
+    if own_port != 0 {
+        p.push(op(
+            libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
+            0,
+            0,
+            NLMSG_PID,
+        ));
+        // Equal: jump to the final "drop".
+        p.push(op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 4, 0, port));
+    }
+    p.extend([
         op(libc::BPF_LD | libc::BPF_H | libc::BPF_ABS, 0, 0, NLMSG_TYPE),
         op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 3, newroute),
         op(
@@ -95,12 +116,13 @@ fn drop_added_routes(protocol: u8) -> [libc::sock_filter; 6] {
         ),
         op(libc::BPF_RET | libc::BPF_K, 0, 0, 0),
         op(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX),
-    ]
+    ]);
+    p
 }
 
 fn watch_filtered(
     rcvbuf: usize,
-    ignore_added: Option<u8>,
+    ignore: Option<(u8, u32)>,
 ) -> Result<impl Stream<Item = KernelEvent>, FibError> {
     let rcvbuf = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
     let groups = [
@@ -131,8 +153,8 @@ fn watch_filtered(
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
-    if let Some(p) = ignore_added {
-        let mut program = drop_added_routes(p);
+    if let Some((protocol, own_port)) = ignore {
+        let mut program = drop_own_changes(protocol, own_port);
         let prog = libc::sock_fprog {
             len: program.len() as u16,
             filter: program.as_mut_ptr(),
