@@ -56,7 +56,8 @@ impl Backend for tern_fib::windows::WindowsFib {
 #[derive(Debug, Default)]
 pub struct KernelNews {
     /// The FIB's netlink port id (0: unknown), so the watcher can leave out the
-    /// notifications of the FIB's own changes.
+    /// notifications of the FIB's own changes (Linux only).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub own_port: std::sync::atomic::AtomicU32,
     removed: std::sync::Mutex<Vec<IpNet>>,
     full: std::sync::atomic::AtomicBool,
