@@ -21,6 +21,8 @@ fn cfg() -> SessionConfig {
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(8),
+        open_hold_time: OPEN_HOLD_TIME,
+        send_hold_time: None,
         capabilities: vec![
             Capability::Multiprotocol(Family::IPV4_UNICAST),
             Capability::Multiprotocol(Family::IPV6_UNICAST),
