@@ -317,6 +317,10 @@ impl Session {
             }
             Event::TcpFailed => match self.state {
                 State::Connect | State::Active => {
+                    // The connection is gone: so is anything it could not write, and
+                    // with it the send hold timer (found by the fsm fuzz target).
+                    self.send_blocked = false;
+                    out.push(Action::StopTimer(Timer::SendHold));
                     out.push(Action::StopTimer(Timer::DelayOpen));
                     out.push(Action::StartTimer(
                         Timer::ConnectRetry,
