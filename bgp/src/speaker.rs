@@ -7,7 +7,7 @@
 //! One owner for the routing state, as DESIGN.md asks: sessions talk to this task over
 //! channels, nothing else touches the RIB.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::fsm::{DownReason, Negotiated, SessionConfig};
+use crate::fsm::{DownReason, Negotiated, SessionConfig, OPEN_HOLD_TIME};
 use crate::rib::export::{AdjRibOut, ExportPolicy, Exported};
 use crate::rib::import::ImportPolicy;
 use crate::rib::{Best, BestChange, PeerSource, Rib};
@@ -64,6 +64,11 @@ pub struct PeerConfig {
     /// Families offered on this session (Multiprotocol capabilities); empty means IPv4
     /// and IPv6 unicast.
     pub families: Vec<Family>,
+    /// How long a connection may take to send its OPEN (None: 240 s, RFC 4271's
+    /// suggestion); see [`SessionConfig::open_hold_time`].
+    pub open_hold_time: Option<Duration>,
+    /// Send hold time (RFC 9687; None: the RFC's default, at least 8 minutes).
+    pub send_hold_time: Option<Duration>,
 }
 
 /// The speaker's settings.
@@ -88,6 +93,9 @@ pub struct SpeakerConfig {
     /// a half table.
     pub restarting: bool,
 }
+
+/// How often UPDATEs held back for a session that stopped taking them are retried.
+const BACKLOG_RETRY: Duration = Duration::from_millis(20);
 
 /// Longest time a restarting speaker holds its initial UPDATEs (RFC 4724's selection
 /// deferral timer); never more than half the restart time announced to a peer, so no
@@ -183,6 +191,13 @@ struct Peer {
     eor_in: Vec<Family>,
     /// While we restart: the session is up but its initial UPDATEs are held.
     held: Option<Negotiated>,
+    /// Prefixes whose Loc-RIB changes the session could not take yet (its peer stopped
+    /// reading and its queue is full). Only the prefixes are kept, not the UPDATEs, so
+    /// memory stays bounded by the table however long the peer stalls; the UPDATEs are
+    /// built from the Loc-RIB of the moment once the session takes commands again.
+    deferred: BTreeSet<IpNet>,
+    /// Route refresh requests waiting for the same reason (one per family).
+    refreshes: Vec<Family>,
 }
 
 /// Starts the speaker; returns its command channel. Sessions start at once.
@@ -255,6 +270,8 @@ async fn start_peer(
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(120),
         capabilities: capabilities(p, cfg.local_as, cfg.restarting),
+        open_hold_time: p.open_hold_time.unwrap_or(OPEN_HOLD_TIME),
+        send_hold_time: p.send_hold_time,
     };
     let dc = DriverConfig {
         fsm,
@@ -282,6 +299,8 @@ async fn start_peer(
         families: Vec::new(),
         eor_in: Vec::new(),
         held: None,
+        deferred: BTreeSet::new(),
+        refreshes: Vec::new(),
     })
 }
 
@@ -399,13 +418,64 @@ impl Task {
                 Some(r) = refused.recv() => {
                     let _ = self.events.send(SpeakerEvent::Refused(r.from)).await;
                 }
+                () = tokio::time::sleep(BACKLOG_RETRY), if self.backlogged() => {
+                    self.flush_backlog();
+                }
             }
         }
     }
 
     async fn shutdown(&mut self, text: Option<String>) {
         for p in self.peers.values() {
-            let _ = p.handle.send(Command::Stop(text.clone())).await;
+            send_soon(&p.handle, Command::Stop(text.clone()));
+        }
+    }
+
+    /// Whether some session has UPDATEs or refreshes waiting for room in its queue.
+    fn backlogged(&self) -> bool {
+        self.peers
+            .values()
+            .any(|p| !p.deferred.is_empty() || !p.refreshes.is_empty())
+    }
+
+    /// Hands waiting changes and refreshes to the sessions that take commands again.
+    fn flush_backlog(&mut self) {
+        let rib = &self.rib;
+        for p in self.peers.values_mut() {
+            let Some((out, tx, enhanced)) = p.out.as_mut() else {
+                p.deferred.clear();
+                p.refreshes.clear();
+                continue;
+            };
+            if !p.deferred.is_empty() {
+                let Ok(permit) = p.handle.try_reserve() else {
+                    continue;
+                };
+                let changes: Vec<BestChange> = std::mem::take(&mut p.deferred)
+                    .into_iter()
+                    .map(|prefix| BestChange {
+                        prefix,
+                        now: rib.best(&prefix).cloned(),
+                    })
+                    .collect();
+                if let Ok(msgs) = out.apply(&changes, tx) {
+                    if !msgs.is_empty() {
+                        p.updates_out += msgs.len() as u64;
+                        permit.send(Command::SendUpdates(msgs));
+                    }
+                }
+            }
+            // Refreshes after the deferred changes: they re-send what those set up.
+            while let Some(&family) = p.refreshes.first() {
+                let Ok(permit) = p.handle.try_reserve() else {
+                    break;
+                };
+                p.refreshes.remove(0);
+                if let Ok(msgs) = out.refresh(family, tx, *enhanced) {
+                    p.updates_out += msgs.len() as u64;
+                    permit.send(Command::SendUpdates(msgs));
+                }
+            }
         }
     }
 
@@ -489,7 +559,7 @@ impl Task {
                 if let Some(l) = &self.listener {
                     l.remove_peer(ip);
                 }
-                let _ = p.handle.send(Command::Stop(Some(text))).await;
+                send_soon(&p.handle, Command::Stop(Some(text)));
                 let changes = self.rib.peer_down(ip);
                 self.propagate(changes).await;
             }
@@ -600,6 +670,8 @@ impl Task {
                     p.source = None;
                     p.out = None;
                     p.held = None;
+                    p.deferred.clear();
+                    p.refreshes.clear();
                     match p.graceful_restart.as_ref() {
                         Some(gr) if was_up && keeps_routes(&reason) => {
                             p.stale = gr_families(gr);
@@ -678,14 +750,12 @@ impl Task {
                 let Some(p) = self.peers.get_mut(&peer.ip()) else {
                     return;
                 };
-                let msgs = match &p.out {
-                    Some((out, tx, enhanced)) => out.refresh(refresh.family, tx, *enhanced).ok(),
-                    None => None,
-                };
-                if let Some(msgs) = msgs {
-                    p.updates_out += msgs.len() as u64;
-                    let _ = p.handle.send(Command::SendUpdates(msgs)).await;
+                // Queued like the backlog: answered as soon as the session takes
+                // commands (at once, normally), one pending answer per family at most.
+                if p.out.is_some() && !p.refreshes.contains(&refresh.family) {
+                    p.refreshes.push(refresh.family);
                 }
+                self.flush_backlog();
             }
             SessionEvent::StateChanged { peer, to, .. } => {
                 if self.peers.contains_key(&peer.ip()) {
@@ -719,6 +789,8 @@ impl Task {
         }
         if let Some(p) = self.peers.get_mut(&ip) {
             p.out = Some((out, negotiated.tx, negotiated.enhanced_route_refresh));
+            p.deferred.clear();
+            p.refreshes.clear();
             p.updates_out += msgs.len() as u64;
             let _ = p.handle.send(Command::SendUpdates(msgs)).await;
         }
@@ -756,7 +828,7 @@ impl Task {
         }
         for p in self.peers.values() {
             let caps = capabilities(&p.cfg, self.cfg.local_as, false);
-            let _ = p.handle.send(Command::SetCapabilities(caps)).await;
+            send_soon(&p.handle, Command::SetCapabilities(caps));
         }
         let _ = self
             .events
@@ -792,14 +864,39 @@ impl Task {
             let Some((out, tx, _)) = p.out.as_mut() else {
                 continue;
             };
-            match out.apply(&changes, tx) {
-                Ok(msgs) if !msgs.is_empty() => {
-                    p.updates_out += msgs.len() as u64;
-                    let _ = p.handle.send(Command::SendUpdates(msgs)).await;
+            if p.deferred.is_empty() {
+                match p.handle.try_reserve() {
+                    Ok(permit) => {
+                        match out.apply(&changes, tx) {
+                            Ok(msgs) if !msgs.is_empty() => {
+                                p.updates_out += msgs.len() as u64;
+                                permit.send(Command::SendUpdates(msgs));
+                            }
+                            _ => {}
+                        }
+                        continue;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(())) => continue,
+                    Err(mpsc::error::TrySendError::Full(())) => {}
                 }
-                _ => {}
             }
+            // The session's queue is full: its peer is not reading (RFC 9687; the send
+            // hold timer ends it). Waiting here would stall every other peer, the FIB
+            // and the control socket with it, so only the prefixes are noted.
+            p.deferred.extend(changes.iter().map(|c| c.prefix));
         }
         let _ = self.events.send(SpeakerEvent::Routes(changes)).await;
+    }
+}
+
+/// Queues a command for a session without waiting; if its queue is full (the peer is
+/// not reading), a task delivers it once there is room, so the RIB task never waits
+/// on one session. Used for rare commands (stop, capabilities), never per UPDATE.
+fn send_soon(handle: &SessionHandle, c: Command) {
+    if let Err(mpsc::error::TrySendError::Full(c)) = handle.try_send(c) {
+        let h = handle.clone();
+        tokio::spawn(async move {
+            let _ = h.send(c).await;
+        });
     }
 }

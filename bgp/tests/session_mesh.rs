@@ -45,6 +45,8 @@ async fn node(
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(4),
+        open_hold_time: tern_bgp::fsm::OPEN_HOLD_TIME,
+        send_hold_time: None,
         capabilities: vec![Capability::Multiprotocol(Family::IPV4_UNICAST)],
     };
     let cfg = DriverConfig {

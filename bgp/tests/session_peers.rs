@@ -187,6 +187,8 @@ async fn drive(peer: &Peer, kind: Kind) -> (Vec<Nlri>, bool) {
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(8),
+        open_hold_time: tern_bgp::fsm::OPEN_HOLD_TIME,
+        send_hold_time: None,
         capabilities: vec![
             Capability::Multiprotocol(Family::IPV4_UNICAST),
             Capability::Multiprotocol(Family::IPV6_UNICAST),

@@ -104,6 +104,8 @@ fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
                             allowas_in: 0,
                             restart_time: None,
                             families: Vec::new(),
+                            open_hold_time: None,
+                            send_hold_time: None,
                         }],
                         restarting: false,
                     };

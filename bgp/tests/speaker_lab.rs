@@ -44,6 +44,8 @@ fn peer(addr: [u8; 4], peer_as: u32, me: [u8; 4]) -> PeerConfig {
         allowas_in: 0,
         restart_time: None,
         families: Vec::new(),
+        open_hold_time: None,
+        send_hold_time: None,
     }
 }
 

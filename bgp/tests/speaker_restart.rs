@@ -35,6 +35,8 @@ fn peer(to: SocketAddr, me: u8, restart_time: u16) -> PeerConfig {
         allowas_in: 0,
         restart_time: Some(restart_time),
         families: Vec::new(),
+        open_hold_time: None,
+        send_hold_time: None,
     }
 }
 

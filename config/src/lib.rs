@@ -24,6 +24,9 @@ pub mod selector;
 pub mod tracker;
 pub mod values;
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use cluster::Cluster;
 pub use daemon::{DaemonConfig, Datastore, FibConfig};
 pub use error::{ConfigError, Warning};

@@ -99,6 +99,9 @@ pub fn peer_config(i: &Intent, p: &PeerIntent, secrets_dir: &Path) -> Result<Pee
         restart_time: p
             .restart_time
             .map(|t| u16::try_from(t.as_secs()).unwrap_or(4095).min(4095)),
+        // Calico has no setting for these: RFC 4271's 240 s and RFC 9687's default.
+        open_hold_time: None,
+        send_hold_time: None,
     })
 }
 

@@ -180,12 +180,22 @@ pub struct SessionConfig {
     pub idle_hold_max: Duration,
     /// Capabilities to send (the 4-octet AS capability is always added).
     pub capabilities: Vec<Capability>,
+    /// Hold time between sending our OPEN and receiving the peer's (RFC 4271 §8.2.2
+    /// suggests 4 minutes, [`OPEN_HOLD_TIME`]; BIRD calls it "startup hold time"). A
+    /// connection that never sends its OPEN (a slow-loris) is closed when it expires.
+    pub open_hold_time: Duration,
+    /// The send hold time (RFC 9687); `None` is the RFC's default, see
+    /// [`SessionConfig::send_hold`].
+    pub send_hold_time: Option<Duration>,
 }
 
 impl SessionConfig {
-    /// RFC 9687 §4: the send hold time is the larger of 8 minutes and twice the hold time.
+    /// The send hold time: the configured one, or by default (RFC 9687 §4) the larger
+    /// of 8 minutes and twice the hold time.
     pub fn send_hold(&self) -> Duration {
-        Duration::from_secs(480).max(Duration::from_secs(2 * u64::from(self.hold_time)))
+        self.send_hold_time.unwrap_or_else(|| {
+            Duration::from_secs(480).max(Duration::from_secs(2 * u64::from(self.hold_time)))
+        })
     }
 }
 
@@ -307,6 +317,10 @@ impl Session {
             }
             Event::TcpFailed => match self.state {
                 State::Connect | State::Active => {
+                    // The connection is gone: so is anything it could not write, and
+                    // with it the send hold timer (found by the fsm fuzz target).
+                    self.send_blocked = false;
+                    out.push(Action::StopTimer(Timer::SendHold));
                     out.push(Action::StopTimer(Timer::DelayOpen));
                     out.push(Action::StartTimer(
                         Timer::ConnectRetry,
@@ -422,7 +436,7 @@ impl Session {
             }
         }
         self.local_open = Some(open);
-        out.push(Action::StartTimer(Timer::Hold, OPEN_HOLD_TIME));
+        out.push(Action::StartTimer(Timer::Hold, self.cfg.open_hold_time));
         self.set(out, to);
     }
 

@@ -21,6 +21,8 @@ fn cfg() -> SessionConfig {
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(8),
+        open_hold_time: OPEN_HOLD_TIME,
+        send_hold_time: None,
         capabilities: vec![
             Capability::Multiprotocol(Family::IPV4_UNICAST),
             Capability::Multiprotocol(Family::IPV6_UNICAST),
@@ -578,4 +580,25 @@ fn the_peer_resolving_a_collision_against_this_connection_is_not_a_failure() {
         t0,
     );
     assert!(a.iter().any(|x| matches!(x, Action::Down(_))));
+}
+
+#[test]
+fn a_failed_connection_takes_its_send_hold_timer_with_it() {
+    // Connected, waiting out DelayOpen, the socket reports it cannot write; then the
+    // connection fails. The send hold timer must not outlive it: firing later it would
+    // "send" a NOTIFICATION on no connection and report the session down.
+    let t0 = Instant::now();
+    let mut s = Session::new(SessionConfig {
+        delay_open: Some(Duration::from_secs(5)),
+        ..cfg()
+    });
+    s.handle(Event::ManualStart, t0);
+    s.handle(Event::TcpConnected, t0);
+    let a = s.handle(Event::SendBlocked, t0);
+    assert!(timer(&a, Timer::SendHold).is_some());
+    let a = s.handle(Event::TcpFailed, t0);
+    assert!(a.contains(&Action::StopTimer(Timer::SendHold)), "{a:?}");
+    assert_eq!(s.state(), State::Active);
+    let a = s.handle(Event::TimerExpired(Timer::SendHold), t0);
+    assert!(a.is_empty(), "{a:?}");
 }

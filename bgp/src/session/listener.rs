@@ -90,8 +90,12 @@ impl Listener {
                 .and_then(|m| m.get(&canonical(from.ip())).cloned());
             match handle {
                 Some(h) => {
-                    // The session may have ended; then the connection just closes.
-                    let _ = h.send(Command::Incoming(stream)).await;
+                    // Never wait on one session here: a session whose peer stopped
+                    // reading takes no commands until its send hold timer fires, and
+                    // waiting would keep every other peer from connecting. Its new
+                    // connection is closed instead (the peer retries); so is one for
+                    // a session that has ended.
+                    let _ = h.try_send(Command::Incoming(stream));
                 }
                 None => {
                     drop(stream);

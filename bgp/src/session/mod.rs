@@ -115,6 +115,19 @@ impl SessionHandle {
     pub async fn send(&self, c: Command) -> Result<(), mpsc::error::SendError<Command>> {
         self.tx.send(c).await
     }
+
+    /// Sends a command only if the session can queue it now: a session that stopped
+    /// taking commands (its peer is not reading) must not stall the caller, who
+    /// serves every other peer too.
+    pub fn try_send(&self, c: Command) -> Result<(), mpsc::error::TrySendError<Command>> {
+        self.tx.try_send(c)
+    }
+
+    /// Reserves a slot in the session's queue if one is free now; the command is then
+    /// built (UPDATEs encoded) only when it can be queued.
+    pub fn try_reserve(&self) -> Result<mpsc::Permit<'_, Command>, mpsc::error::TrySendError<()>> {
+        self.tx.try_reserve()
+    }
 }
 
 /// Starts the task of one session. Events go to `events`; the session stays Idle until
@@ -293,6 +306,32 @@ async fn run(
     }
 }
 
+/// Whether a connection from the peer that has sent a valid OPEN replaces the current
+/// one (`None`: decide later). `current` is whether the session's connection, if it
+/// has one, is the one we opened.
+///
+/// Our connection and the peer's are a collision (RFC 4271 §6.8): the one opened by the
+/// side with the higher identifier stays. Two connections both opened by the peer are
+/// not: the peer gave up on the first (it restarted, or the first never got further
+/// than a byte or two, like a slow-loris from its address), so the newer one, which
+/// has sent a valid OPEN, replaces it instead of waiting for the old one's hold timer.
+fn keep_pending(
+    state: State,
+    current: Option<bool>,
+    connecting: bool,
+    local_wins: bool,
+) -> Option<bool> {
+    if matches!(state, State::Established | State::Idle) {
+        return Some(false);
+    }
+    match current {
+        // Ours should win but is not connected yet: decide when it is.
+        None if connecting && local_wins => None,
+        None => Some(true),
+        Some(outgoing) => Some(!outgoing || !local_wins),
+    }
+}
+
 /// Closes a connection we do not want with Cease / Connection Collision Resolution.
 fn reject(s: &TcpStream) {
     let n = Notification {
@@ -346,19 +385,12 @@ impl Driver {
             }
         };
         let local_wins = u32::from(self.cfg.fsm.router_id) > u32::from(open.bgp_id);
-        let state = self.fsm.state();
-        let decision = if matches!(state, State::Established | State::Idle) {
-            false
-        } else if self.conn.is_none() {
-            if self.connecting.is_some() && local_wins {
-                // Ours should win but is not connected yet: decide when it is.
-                return None;
-            }
-            true
-        } else {
-            // Keep the connection opened by the side with the higher identifier.
-            local_wins != self.conn_outgoing
-        };
+        let decision = keep_pending(
+            self.fsm.state(),
+            self.conn.is_some().then_some(self.conn_outgoing),
+            self.connecting.is_some(),
+            local_wins,
+        )?;
         let (stream, acc) = self.pending.take()?;
         if !decision {
             reject(&stream);
@@ -484,3 +516,48 @@ impl Driver {
 
 /// The default high-water mark: a few hundred full UPDATEs.
 pub const DEFAULT_WRITE_HIGH_WATER: usize = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collisions_keep_the_higher_identifiers_connection() {
+        // Ours is up to OpenSent: theirs stays only if their identifier is higher.
+        assert_eq!(
+            keep_pending(State::OpenSent, Some(true), false, true),
+            Some(false)
+        );
+        assert_eq!(
+            keep_pending(State::OpenSent, Some(true), false, false),
+            Some(true)
+        );
+        // Ours is still connecting and should win: wait for it.
+        assert_eq!(keep_pending(State::Connect, None, true, true), None);
+        assert_eq!(keep_pending(State::Connect, None, true, false), Some(true));
+        assert_eq!(keep_pending(State::Active, None, false, true), Some(true));
+        // Established or Idle: never.
+        for s in [State::Established, State::Idle] {
+            assert_eq!(keep_pending(s, Some(false), false, false), Some(false));
+        }
+    }
+
+    #[test]
+    fn a_newer_connection_from_the_peer_replaces_one_that_never_sent_its_open() {
+        // The current connection was opened by the peer and sits in OpenSent (a
+        // slow-loris, or a half-open connection from before the peer restarted). A new
+        // connection from the peer with a valid OPEN takes over, whichever identifier
+        // is higher; before, with the peer's higher, it was refused until the hold
+        // timer of the old one expired.
+        for local_wins in [true, false] {
+            assert_eq!(
+                keep_pending(State::OpenSent, Some(false), false, local_wins),
+                Some(true)
+            );
+            assert_eq!(
+                keep_pending(State::OpenConfirm, Some(false), false, local_wins),
+                Some(true)
+            );
+        }
+    }
+}

@@ -56,6 +56,27 @@ impl MpNextHop {
         }
     }
 
+    /// Why this next hop cannot be forwarded to, if it cannot: an IPv4 address that is
+    /// not a unicast host address ([`valid_ipv4_next_hop`]), an IPv6 multicast address,
+    /// or an unspecified IPv6 address with no link-local one beside it.
+    pub fn invalid_reason(&self) -> Option<String> {
+        match self {
+            MpNextHop::V4(a) if !valid_ipv4_next_hop(*a) => {
+                Some(format!("next hop {a} is not a unicast host address"))
+            }
+            MpNextHop::V6 { global, .. } if global.is_multicast() => {
+                Some(format!("next hop {global} is a multicast address"))
+            }
+            MpNextHop::V6 {
+                global,
+                link_local: None,
+            } if global.is_unspecified() => {
+                Some("next hop is :: with no link-local address".into())
+            }
+            _ => None,
+        }
+    }
+
     fn decode(afi: Afi, b: &[u8]) -> Result<MpNextHop, String> {
         let v6 = |s: &[u8]| <[u8; 16]>::try_from(s).map(Ipv6Addr::from).ok();
         match (afi, b.len()) {
@@ -71,7 +92,12 @@ impl MpNextHop {
                 link_local: b.get(16..).and_then(v6),
             }),
             (Afi::Other(_), _) => Ok(MpNextHop::Other(Bytes::copy_from_slice(b))),
-            (afi, n) => Err(format!("next hop length {n} is invalid for {afi:?}")),
+            (Afi::Ipv4, n) => Err(format!(
+                "next hop length {n} is not 4, 16 or 32 (IPv4, IPv6, IPv6 + link-local)"
+            )),
+            (Afi::Ipv6, n) => Err(format!(
+                "next hop length {n} is not 16 or 32 (IPv6, IPv6 + link-local)"
+            )),
         }
     }
 }
@@ -91,6 +117,16 @@ impl std::fmt::Display for MpNextHop {
             MpNextHop::Other(b) => write!(f, "0x{}", super::hex(b)),
         }
     }
+}
+
+/// Whether an IPv4 address can be a BGP next hop (RFC 4271 §6.3 "a valid IP host
+/// address"): not in 0.0.0.0/8 ("this network"), not multicast (224.0.0.0/4), not
+/// reserved or broadcast (240.0.0.0/4). Loopback addresses are allowed: single-host
+/// labs and tests peer over 127.0.0.0/8, and such a next hop does no harm off-box
+/// because it is never reachable through another router.
+pub fn valid_ipv4_next_hop(a: Ipv4Addr) -> bool {
+    let first = a.octets()[0];
+    first != 0 && first < 224
 }
 
 /// MP_REACH_NLRI: prefixes announced in a family, with their next hop.
@@ -128,8 +164,9 @@ pub struct MpUnreach {
 /// Result of parsing an MP_REACH_NLRI body.
 pub(crate) struct ParsedReach {
     pub(crate) reach: MpReach,
-    /// Set when the next hop is malformed but the NLRI parsed (RFC 7606 §7.11:
-    /// treat-as-withdraw).
+    /// Set when the next hop has the right length but cannot be forwarded to (a
+    /// martian): the announced prefixes are treated as withdrawn (RFC 4271 §6.3's
+    /// "syntactically incorrect", handled as RFC 7606 §7.3 does for NEXT_HOP).
     pub(crate) next_hop_error: Option<String>,
 }
 
@@ -163,12 +200,17 @@ pub(crate) fn decode_reach(
         .to_vec();
     r.u8()
         .ok_or_else(|| "MP_REACH_NLRI reserved byte missing".to_string())?;
+    // RFC 7606 §7.11: a next hop length that does not fit the family means the NLRI
+    // cannot be located reliably, so it is a session reset, even when what follows
+    // happens to parse. Families tern does not parse keep their next hop as bytes.
+    let next_hop = if family.is_supported() {
+        MpNextHop::decode(family.afi, &nh).map_err(|e| format!("MP_REACH_NLRI {family}: {e}"))?
+    } else {
+        MpNextHop::Other(Bytes::from(nh))
+    };
     let (nlri, unparsed) = family_nlri(family, r.rest(), add_path)
         .map_err(|e| format!("MP_REACH_NLRI {family}: {}", e.0))?;
-    let (next_hop, next_hop_error) = match MpNextHop::decode(family.afi, &nh) {
-        Ok(nh) => (nh, None),
-        Err(e) => (MpNextHop::Other(Bytes::from(nh)), Some(e)),
-    };
+    let next_hop_error = next_hop.invalid_reason();
     Ok(ParsedReach {
         reach: MpReach {
             family,
@@ -281,13 +323,15 @@ mod tests {
     }
 
     #[test]
-    fn bad_next_hop_length_is_treat_as_withdraw_not_reset() {
+    fn bad_next_hop_length_is_a_session_reset() {
+        // RFC 7606 §7.11: the NLRI cannot be located reliably after a next hop of the
+        // wrong length, even when the bytes after it happen to parse.
         let v = vec![0, 2, 1, 5, 1, 2, 3, 4, 5, 0, 8, 0x20];
-        let p = decode_reach(Bytes::from(v), |_| false);
-        assert!(p
-            .as_ref()
-            .map(|p| p.next_hop_error.is_some())
-            .unwrap_or(false));
+        let e = decode_reach(Bytes::from(v), |_| false).err();
+        assert_eq!(
+            e.as_deref(),
+            Some("MP_REACH_NLRI ipv6-unicast: next hop length 5 is not 16 or 32 (IPv6, IPv6 + link-local)")
+        );
         assert!(decode_reach(Bytes::from_static(&[0, 2, 1, 40, 1]), |_| false).is_err());
         assert!(decode_reach(
             Bytes::from_static(&[0, 1, 1, 4, 1, 2, 3, 4, 0, 33, 1]),

@@ -346,6 +346,78 @@ fn rfc7606_session_reset_cases() {
 }
 
 #[test]
+fn next_hops_that_are_not_host_addresses_are_treat_as_withdraw() {
+    // NEXT_HOP 0.0.0.0, multicast and broadcast with IPv4 NLRI (RFC 4271 §6.3, RFC 7606
+    // §7.3): the prefixes are withdrawn, the session stays.
+    for nh in [
+        [0u8, 0, 0, 0],
+        [0, 1, 2, 3],
+        [224, 0, 0, 5],
+        [255, 255, 255, 255],
+    ] {
+        let a = [&ORIGIN_IGP[..], &AS_PATH_64512, &[0x40, 3, 4], &nh].concat();
+        let u = decode_update(update_bytes(&[], &a, &[24, 198, 18, 1])).unwrap_or_default();
+        assert!(u.treat_as_withdraw(), "{nh:?}");
+        assert_eq!(u.errors[0].subcode, update_subcode::INVALID_NEXT_HOP);
+    }
+    // A usable next hop (loopback included: single-host labs peer over 127.0.0.0/8).
+    for nh in [[203u8, 0, 113, 1], [127, 0, 0, 2]] {
+        let a = [&ORIGIN_IGP[..], &AS_PATH_64512, &[0x40, 3, 4], &nh].concat();
+        let u = decode_update(update_bytes(&[], &a, &[24, 198, 18, 1])).unwrap_or_default();
+        assert!(u.errors.is_empty(), "{nh:?}: {:?}", u.errors);
+    }
+    // Without IPv4 NLRI a NEXT_HOP is ignored (RFC 4760 §3), even 0.0.0.0.
+    let mp = [
+        0x80u8, 14, 22, 0, 2, 1, 16, 0x20, 1, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0,
+        32, 0x20, 1, 0x0d, 0xb8,
+    ];
+    let mp = {
+        let mut v = mp.to_vec();
+        v[2] = (v.len() - 3) as u8;
+        v
+    };
+    let a = [
+        &mp[..],
+        &ORIGIN_IGP,
+        &AS_PATH_64512,
+        &[0x40, 3, 4, 0, 0, 0, 0],
+    ]
+    .concat();
+    let u = decode_update(update_bytes(&[], &a, &[])).unwrap_or_default();
+    assert!(u.errors.is_empty(), "{:?}", u.errors);
+    assert_eq!(u.announced_count(), 1);
+    // An MP_REACH_NLRI next hop of the right length that is multicast: treat-as-withdraw.
+    let mut bad = mp.clone();
+    bad[7] = 0xff;
+    let a = [&bad[..], &ORIGIN_IGP, &AS_PATH_64512].concat();
+    let u = decode_update(update_bytes(&[], &a, &[])).unwrap_or_default();
+    assert!(u.treat_as_withdraw(), "{:?}", u.errors);
+}
+
+#[test]
+fn an_mp_next_hop_length_that_does_not_fit_the_family_resets_the_session() {
+    // RFC 7606 §7.11: 15 bytes of IPv6 next hop. The NLRI after it would parse (a /8),
+    // but a receiver cannot know where the NLRI really starts: session reset.
+    let mut v = vec![0x80u8, 14, 0, 0, 2, 1, 15];
+    v.extend([0x20, 1, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    v.extend([0, 8, 0x20]);
+    v[2] = (v.len() - 3) as u8;
+    let a = [&v[..], &ORIGIN_IGP, &AS_PATH_64512].concat();
+    let e = decode_update(update_bytes(&[], &a, &[])).err();
+    assert_eq!(
+        e.map(|e| (e.code, e.subcode)),
+        Some((code::UPDATE_MESSAGE, update_subcode::OPTIONAL_ATTRIBUTE))
+    );
+    // A family tern does not parse (IPv4 VPN, 12-byte next hop) is not judged.
+    let mut v = vec![0x80u8, 14, 0, 0, 1, 128, 12];
+    v.extend([0u8; 12]);
+    v.extend([0, 0]);
+    v[2] = (v.len() - 3) as u8;
+    let u = decode_update(update_bytes(&[], &v, &[])).unwrap_or_default();
+    assert!(u.errors.is_empty(), "{:?}", u.errors);
+}
+
+#[test]
 fn unknown_optional_transitive_attributes_are_kept() {
     let a = [&good_attrs()[..], &[0xc0, 99, 2, 0xab, 0xcd]].concat();
     let u = decode_update(update_bytes(&[], &a, &[24, 198, 18, 1])).unwrap_or_default();

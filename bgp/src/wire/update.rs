@@ -129,7 +129,27 @@ impl Update {
             .map_err(|e| network_field("NLRI", e.0))?;
         decode_attributes(abytes, opts, &mut u)?;
         u.check_mandatory();
+        u.check_next_hop();
         Ok(u)
+    }
+
+    /// RFC 4271 §6.3 and RFC 7606 §7.3: a NEXT_HOP that is not a unicast host address
+    /// (0.0.0.0, multicast, broadcast) makes the IPv4 NLRI treat-as-withdraw. Checked
+    /// only when there are IPv4 NLRI: an UPDATE carrying only MP_REACH_NLRI ignores
+    /// NEXT_HOP (RFC 4760 §3), whatever some senders put there.
+    fn check_next_hop(&mut self) {
+        let Some(nh) = self.attributes.next_hop else {
+            return;
+        };
+        if self.nlri.is_empty() || super::mp::valid_ipv4_next_hop(nh) {
+            return;
+        }
+        self.errors.push(AttributeError {
+            code: attr::NEXT_HOP,
+            action: ErrorAction::TreatAsWithdraw,
+            subcode: update_subcode::INVALID_NEXT_HOP,
+            reason: format!("NEXT_HOP {nh} is not a unicast host address"),
+        });
     }
 
     /// RFC 7606 §3(d): a missing well-known mandatory attribute is treat-as-withdraw.
