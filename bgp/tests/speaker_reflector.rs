@@ -71,6 +71,8 @@ fn client(addr: &str) -> PeerConfig {
         allowas_in: 0,
         restart_time: None,
         families: Vec::new(),
+        open_hold_time: None,
+        send_hold_time: None,
     }
 }
 
