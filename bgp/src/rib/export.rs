@@ -269,7 +269,21 @@ impl AdjRibOut {
     ) -> Result<Vec<Bytes>, EncodeError> {
         let mut announce: HashMap<Arc<Exported>, Vec<Nlri>> = HashMap::new();
         let mut withdraw: BTreeMap<Family, Vec<Nlri>> = BTreeMap::new();
+        // An iBGP peer that is not reflected to takes no iBGP-learnt path: in a mesh
+        // of a thousand nodes that is nearly every (change, peer) pair, so it is
+        // settled here before anything else is looked at.
+        let refuses_ibgp = !self.policy.ebgp && self.policy.cluster_id.is_none();
+        let ibgp_learnt = |p: &Path| !p.source.local && !p.source.ebgp;
         for c in changes {
+            if refuses_ibgp
+                && c.now.as_ref().is_none_or(|b| {
+                    ibgp_learnt(&b.best) && b.multipath.iter().all(|p| ibgp_learnt(p))
+                })
+                && !self.sent.contains_key(&c.prefix)
+                && !self.paths.contains_key(&c.prefix)
+            {
+                continue;
+            }
             let family = if c.prefix.addr().is_ipv4() {
                 Family::IPV4_UNICAST
             } else {

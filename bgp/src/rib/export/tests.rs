@@ -457,3 +457,29 @@ fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
     assert_eq!(gone[0].withdrawn[0].path_id, Some(2));
     assert!(out.is_empty());
 }
+
+#[test]
+fn a_plain_ibgp_peer_gets_no_ibgp_path_but_withdrawals_of_what_it_had() {
+    // A mesh peer (iBGP, no reflection): our own route goes out; an iBGP-learnt best
+    // replacing it must withdraw it, and iBGP-learnt routes alone send nothing.
+    let mut out = AdjRibOut::new(policy("198.51.100.9", false));
+    let tx = CodecOptions::modern();
+    let ours = change("198.18.1.0/26", Some(path(local(), attrs())));
+    let ups = decode(&out.apply(&[ours], &tx).unwrap_or_default());
+    assert_eq!(ups.first().map(|u| u.nlri.len()), Some(1));
+    let mesh = src("198.51.100.3", false, false);
+    let learnt: Vec<BestChange> = (2..40)
+        .map(|i| {
+            change(
+                &format!("198.18.{i}.0/26"),
+                Some(path(Arc::clone(&mesh), attrs())),
+            )
+        })
+        .collect();
+    assert!(out.apply(&learnt, &tx).unwrap_or_default().is_empty());
+    let taken_over = change("198.18.1.0/26", Some(path(mesh, attrs())));
+    let ups = decode(&out.apply(&[taken_over], &tx).unwrap_or_default());
+    assert_eq!(ups.len(), 1);
+    assert_eq!(ups[0].withdrawn.len(), 1, "{ups:?}");
+    assert_eq!(out.len(), 0);
+}
