@@ -2,7 +2,9 @@
 # Runs every test of tern: installs what is missing (scripts/setup.sh), then formatting,
 # lints, all unit / property / namespace tests, and the Windows build check.
 #   ./test.sh               everything CI runs
-#   ./test.sh --fuzz SECS   also fuzz the BGP decoder with cargo-fuzz for SECS seconds
+#   ./test.sh --fuzz SECS   also run each fuzz target (decode, fsm, cluster, tern_yaml)
+#                           with cargo-fuzz for SECS seconds
+#   ./test.sh --audit       also run cargo audit (needs github.com for the advisories)
 #   ./test.sh --bench       also run the codec benchmarks (figures in README)
 #   ./test.sh --lab-bench   also run tern against BIRD, FRR and GoBGP (scripts/bench.sh,
 #                           about 30 min; the README's benchmark table)
@@ -12,12 +14,14 @@ cd "$(dirname "$0")"
 fuzz_secs=0
 bench=0
 lab_bench=0
+audit=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --fuzz) fuzz_secs="${2:?--fuzz needs seconds}"; shift 2 ;;
     --bench) bench=1; shift ;;
     --lab-bench) lab_bench=1; shift ;;
-    *) echo "usage: ./test.sh [--fuzz SECS] [--bench] [--lab-bench]" >&2; exit 2 ;;
+    --audit) audit=1; shift ;;
+    *) echo "usage: ./test.sh [--fuzz SECS] [--bench] [--lab-bench] [--audit]" >&2; exit 2 ;;
   esac
 done
 
@@ -60,9 +64,24 @@ else
 fi
 
 if [ "$fuzz_secs" != 0 ]; then
-  step "cargo fuzz run decode for ${fuzz_secs}s"
+  step "cargo fuzz: decode, fsm, cluster, tern_yaml for ${fuzz_secs}s each"
   command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
-  (cd bgp/fuzz && mkdir -p corpus/decode && cargo fuzz run -s none decode corpus/decode seeds/decode -- -max_total_time="$fuzz_secs")
+  (cd bgp/fuzz && for t in decode fsm; do mkdir -p corpus/$t
+     cargo fuzz run -s none $t corpus/$t seeds/$t -- -max_total_time="$fuzz_secs" || exit 1; done)
+  (cd config/fuzz && for t in cluster tern_yaml; do mkdir -p corpus/$t
+     cargo fuzz run -s none $t corpus/$t seeds/$t -- -max_total_time="$fuzz_secs" -timeout=10 || exit 1; done)
+fi
+
+if [ $audit = 1 ]; then
+  step "cargo audit (RustSec advisories against every Cargo.lock)"
+  if git ls-remote https://github.com/RustSec/advisory-db.git HEAD >/dev/null 2>&1; then
+    command -v cargo-audit >/dev/null 2>&1 || cargo install cargo-audit --locked
+    cargo audit
+    cargo audit --file bgp/fuzz/Cargo.lock
+    cargo audit --file config/fuzz/Cargo.lock
+  else
+    loud_skip "cargo audit: the advisory database (github.com/RustSec/advisory-db) is unreachable from here"
+  fi
 fi
 
 if [ $bench = 1 ]; then
