@@ -150,6 +150,7 @@ pub async fn run(
                 // Another protocol's route may have replaced one of ours (felix
                 // replaces workload routes): the FIB task must not think ours is there.
                 if Some(p) != protocol {
+                    tracing::debug!("kernel re-read asked: another protocol's route added");
                     fib_resync.resync();
                 }
                 match host_route_device(&route) {
@@ -173,10 +174,12 @@ pub async fn run(
                 }
             }
             KernelEvent::InterfacesChanged => {
+                tracing::debug!("kernel re-read asked: interfaces changed");
                 fib_resync.resync();
                 scan.names().await
             }
             KernelEvent::Lost => {
+                tracing::debug!("kernel re-read asked: notifications lost");
                 fib_resync.resync();
                 rescan_due = true;
                 continue;
