@@ -71,6 +71,34 @@ pub struct PeerConfig {
     pub send_hold_time: Option<Duration>,
 }
 
+impl PeerConfig {
+    /// A peer at `address` in AS `peer_as` with the defaults of RFC 4271 and Calico:
+    /// hold time 90 s (keepalive a third), connect retry 5 s, active, no password, no
+    /// GTSM, not a reflector client, both unicast families; callers override fields.
+    pub fn new(address: SocketAddr, peer_as: u32) -> PeerConfig {
+        PeerConfig {
+            address,
+            peer_as,
+            local_as: None,
+            local_address: None,
+            local_v6: None,
+            hold_time: 90,
+            keepalive: None,
+            connect_retry: Duration::from_secs(5),
+            passive: false,
+            password: None,
+            ttl_security: None,
+            rr_client: false,
+            next_hop_self: false,
+            allowas_in: 0,
+            restart_time: None,
+            families: Vec::new(),
+            open_hold_time: None,
+            send_hold_time: None,
+        }
+    }
+}
+
 /// The speaker's settings.
 #[derive(Debug, Clone)]
 pub struct SpeakerConfig {

@@ -67,25 +67,12 @@ struct Tern {
 
 fn peer_config(n: u8, open_hold: Duration) -> PeerConfig {
     PeerConfig {
-        address: SocketAddr::new(IpAddr::V4(lo(n)), 179),
-        peer_as: AS,
-        local_as: None,
-        local_address: None,
-        local_v6: None,
         // Long enough that no keepalive or hold timer fires during a case.
         hold_time: 30,
-        keepalive: None,
         connect_retry: Duration::from_secs(1),
         passive: true,
-        password: None,
-        ttl_security: None,
-        rr_client: false,
-        next_hop_self: false,
-        allowas_in: 0,
-        restart_time: None,
-        families: Vec::new(),
         open_hold_time: Some(open_hold),
-        send_hold_time: None,
+        ..PeerConfig::new(SocketAddr::new(IpAddr::V4(lo(n)), 179), AS)
     }
 }
 

@@ -85,27 +85,13 @@ fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
                         cluster_id: None,
                         max_paths: 1,
                         peers: vec![PeerConfig {
-                            address: SocketAddr::new(
-                                IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)),
-                                179,
-                            ),
-                            peer_as: 64513,
-                            local_as: None,
                             local_address: Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1))),
-                            local_v6: None,
                             hold_time: 9,
-                            keepalive: None,
                             connect_retry: Duration::from_secs(1),
-                            passive: false,
-                            password: None,
-                            ttl_security: None,
-                            rr_client: false,
-                            next_hop_self: false,
-                            allowas_in: 0,
-                            restart_time: None,
-                            families: Vec::new(),
-                            open_hold_time: None,
-                            send_hold_time: None,
+                            ..PeerConfig::new(
+                                SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)), 179),
+                                64513,
+                            )
                         }],
                         restarting: false,
                     };

@@ -12,7 +12,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tern_bgp::speaker::{self, PeerConfig, SpeakerCommand, SpeakerConfig};
 use tern_bgp::wire::{Origin, PathAttributes};
-use tern_interop::netns::Netns;
+use tern_interop::netns::{lan, Netns};
 use tern_interop::peers::{Kind, Peer};
 
 const BIRD_CONF: &str = r#"log stderr all;
@@ -28,24 +28,10 @@ protocol bgp a {
 
 fn peer(addr: [u8; 4], peer_as: u32, me: [u8; 4]) -> PeerConfig {
     PeerConfig {
-        address: SocketAddr::new(IpAddr::V4(addr.into()), 179),
-        peer_as,
-        local_as: None,
         local_address: Some(IpAddr::V4(me.into())),
-        local_v6: None,
         hold_time: 9,
-        keepalive: None,
         connect_retry: Duration::from_secs(1),
-        passive: false,
-        password: None,
-        ttl_security: None,
-        rr_client: false,
-        next_hop_self: false,
-        allowas_in: 0,
-        restart_time: None,
-        families: Vec::new(),
-        open_hold_time: None,
-        send_hold_time: None,
+        ..PeerConfig::new(SocketAddr::new(IpAddr::V4(addr.into()), 179), peer_as)
     }
 }
 
@@ -193,24 +179,15 @@ fn routes_flow_through_a_tern_speaker_between_bird_and_another_tern() {
     if !tern_interop::have_program("bird") {
         return tern_interop::skip_or_fail("speaker_lab", "bird is not installed");
     }
-    let lan = Netns::create("tspk-lan").unwrap_or_else(|e| panic!("{e}"));
-    let nodes: Vec<Netns> = ["tspk-a", "tspk-bird", "tspk-b"]
-        .iter()
-        .map(|n| Netns::create(n).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
-    lan.ip(&["link", "add", "br0", "type", "bridge"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    lan.ip(&["link", "set", "br0", "up"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    for (i, ns) in nodes.iter().enumerate() {
-        let port = format!("p{i}");
-        lan.veth_to(&port, ns, "eth0")
-            .unwrap_or_else(|e| panic!("{e}"));
-        lan.ip(&["link", "set", &port, "master", "br0"])
-            .unwrap_or_else(|e| panic!("{e}"));
-        ns.add_addr("eth0", &format!("198.51.100.{}/24", i + 1))
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    let (_lan, nodes) = lan(
+        "tspk-lan",
+        &[
+            ("tspk-a", "198.51.100.1/24"),
+            ("tspk-bird", "198.51.100.2/24"),
+            ("tspk-b", "198.51.100.3/24"),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let bird =
         Peer::start(Kind::Bird, &nodes[1], dir.path(), BIRD_CONF).unwrap_or_else(|e| panic!("{e}"));

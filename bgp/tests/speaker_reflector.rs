@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use tern_bgp::speaker::{self, PeerConfig, SpeakerCommand, SpeakerConfig};
-use tern_interop::netns::Netns;
+use tern_interop::netns::lan;
 use tern_interop::peers::{Kind, Peer};
 
 const RR: &str = "198.51.100.1";
@@ -55,24 +55,14 @@ router bgp 64512
 
 fn client(addr: &str) -> PeerConfig {
     PeerConfig {
-        address: SocketAddr::new(addr.parse().unwrap_or_else(|e| panic!("{e}")), 179),
-        peer_as: 64512,
-        local_as: None,
         local_address: Some(RR.parse().unwrap_or_else(|e| panic!("{e}"))),
-        local_v6: None,
         hold_time: 9,
-        keepalive: None,
         connect_retry: Duration::from_secs(1),
-        passive: false,
-        password: None,
-        ttl_security: None,
         rr_client: true,
-        next_hop_self: false,
-        allowas_in: 0,
-        restart_time: None,
-        families: Vec::new(),
-        open_hold_time: None,
-        send_hold_time: None,
+        ..PeerConfig::new(
+            SocketAddr::new(addr.parse().unwrap_or_else(|e| panic!("{e}")), 179),
+            64512,
+        )
     }
 }
 
@@ -99,24 +89,15 @@ fn tern_reflects_between_gobgp_and_frr_clients() {
             return tern_interop::skip_or_fail(test, &format!("{p} is not installed"));
         }
     }
-    let lan = Netns::create("tsrr-lan").unwrap_or_else(|e| panic!("{e}"));
-    let nodes: Vec<Netns> = ["tsrr-rr", "tsrr-gobgp", "tsrr-frr"]
-        .iter()
-        .map(|n| Netns::create(n).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
-    lan.ip(&["link", "add", "br0", "type", "bridge"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    lan.ip(&["link", "set", "br0", "up"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    for (i, ns) in nodes.iter().enumerate() {
-        let port = format!("p{i}");
-        lan.veth_to(&port, ns, "eth0")
-            .unwrap_or_else(|e| panic!("{e}"));
-        lan.ip(&["link", "set", &port, "master", "br0"])
-            .unwrap_or_else(|e| panic!("{e}"));
-        ns.add_addr("eth0", &format!("198.51.100.{}/24", i + 1))
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    let (_lan, nodes) = lan(
+        "tsrr-lan",
+        &[
+            ("tsrr-rr", "198.51.100.1/24"),
+            ("tsrr-gobgp", "198.51.100.2/24"),
+            ("tsrr-frr", "198.51.100.3/24"),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let gobgp = Peer::start(
         Kind::Gobgp,

@@ -19,24 +19,11 @@ fn addr(last: u8, port: u16) -> SocketAddr {
 
 fn peer(to: SocketAddr, me: u8, restart_time: u16) -> PeerConfig {
     PeerConfig {
-        address: to,
-        peer_as: 64512,
-        local_as: None,
         local_address: Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, me))),
-        local_v6: None,
         hold_time: 9,
-        keepalive: None,
         connect_retry: Duration::from_secs(1),
-        passive: false,
-        password: None,
-        ttl_security: None,
-        rr_client: false,
-        next_hop_self: false,
-        allowas_in: 0,
         restart_time: Some(restart_time),
-        families: Vec::new(),
-        open_hold_time: None,
-        send_hold_time: None,
+        ..PeerConfig::new(to, 64512)
     }
 }
 

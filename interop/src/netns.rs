@@ -127,6 +127,25 @@ impl Netns {
     }
 }
 
+/// A LAN: namespace `lan` holding a bridge, and one namespace per `(name, cidr)` in
+/// `nodes`, each joined to the bridge by a veth that is `eth0` inside, with `cidr` on
+/// it. Returns the bridge's namespace and the nodes', in order.
+pub fn lan(lan: &str, nodes: &[(&str, &str)]) -> Result<(Netns, Vec<Netns>)> {
+    let bridge = Netns::create(lan)?;
+    bridge.ip(&["link", "add", "br0", "type", "bridge"])?;
+    bridge.ip(&["link", "set", "br0", "up"])?;
+    let mut made = Vec::new();
+    for (i, (name, cidr)) in nodes.iter().enumerate() {
+        let ns = Netns::create(name)?;
+        let port = format!("p{i}");
+        bridge.veth_to(&port, &ns, "eth0")?;
+        bridge.ip(&["link", "set", &port, "master", "br0"])?;
+        ns.add_addr("eth0", cidr)?;
+        made.push(ns);
+    }
+    Ok((bridge, made))
+}
+
 /// Moves the calling thread into the namespace named `name` (one under /run/netns
 /// that a test made), for threads that do not hold its [`Netns`] guard.
 pub fn enter_thread(name: &str) -> Result<()> {
