@@ -37,7 +37,7 @@ if [ $lab = 1 ]; then
   packages+=(bird2 gobgpd frr iputils-ping)
 fi
 if [ $minimal = 0 ]; then
-  packages+=(bird2 gobgpd frr exabgp etcd-server iputils-ping tshark tcpdump gcc-mingw-w64-x86-64 wine wine64)
+  packages+=(bird2 gobgpd frr exabgp etcd-server iputils-ping nftables tshark tcpdump gcc-mingw-w64-x86-64 wine wine64)
 fi
 missing=()
 for p in "${packages[@]}"; do

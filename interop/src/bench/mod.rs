@@ -224,6 +224,9 @@ pub struct BenchOpts {
     pub poll: Duration,
     /// Longest wait for any phase.
     pub timeout: Duration,
+    /// Percent of the BGP packets (TCP port 179) dropped at random in each direction
+    /// at the daemon under test (nftables in its namespace); 0 for none.
+    pub loss_percent: u8,
 }
 
 /// One run's figures.
@@ -285,6 +288,33 @@ fn add_addresses(ns: &Netns, ifname: &str, cidrs: &[String], dir: &std::path::Pa
         source,
     })?;
     ns.ip(&["-batch", &file.to_string_lossy()]).map(drop)
+}
+
+/// Drops `percent` % of the BGP packets in and out of `ns` at random (a lossy
+/// session: TCP must retransmit, the daemon must neither lose a route nor the session).
+fn drop_bgp_packets(ns: &Netns, percent: u8) -> Result<()> {
+    // nftables' `numgen random mod 100` gives 0..=99 and refuses a bound of 100.
+    let p = (percent.clamp(1, 100) - 1).to_string();
+    ns.exec("nft", &["add", "table", "inet", "loss"])?;
+    for (chain, hook) in [("in", "input"), ("out", "output")] {
+        ns.exec(
+            "nft",
+            &[
+                "add", "chain", "inet", "loss", chain, "{", "type", "filter", "hook", hook,
+                "priority", "0", ";", "}",
+            ],
+        )?;
+        for port in ["sport", "dport"] {
+            ns.exec(
+                "nft",
+                &[
+                    "add", "rule", "inet", "loss", chain, "tcp", port, "179", "numgen", "random",
+                    "mod", "100", "<=", &p, "drop",
+                ],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Polls until `done` holds, every `poll`; returns the instant it first held.
@@ -375,6 +405,10 @@ fn run_one(
         "net.ipv4.neigh.default.gc_thresh3=8192",
     ] {
         let _ = dut_ns.exec("sysctl", &["-qw", s]);
+    }
+    if opts.loss_percent > 0 {
+        drop_bgp_packets(&dut_ns, opts.loss_percent)?;
+        m.insert("loss_percent".into(), f64::from(opts.loss_percent));
     }
     let inj = Injector::start(&inj_ns, peers)?;
     let watch = match kind.fib_protocol() {

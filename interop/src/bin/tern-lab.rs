@@ -115,6 +115,10 @@ struct Bench {
     /// Longest wait for one phase of a run, in seconds.
     #[arg(long, default_value_t = 900)]
     timeout: u64,
+    /// Drop this percent of the BGP packets at the daemon under test, each way
+    /// (nftables), to see it converge over a lossy session.
+    #[arg(long, default_value_t = 0)]
+    loss: u8,
 }
 
 #[derive(Subcommand)]
@@ -215,6 +219,7 @@ mod linux {
             prefix: b.prefix,
             poll: Duration::from_millis(b.poll_ms.max(1)),
             timeout: Duration::from_secs(b.timeout),
+            loss_percent: b.loss,
         };
         eprintln!(
             "tern-lab bench: {} scenario(s) × {} daemon(s) × {} rep(s); tern is {}",
