@@ -127,7 +127,9 @@ async fn start_store(
     let (tx, rx) = mpsc::channel(4);
     let name = match &cfg.datastore {
         Datastore::File { path } => {
-            tokio::spawn(FileStore::new(path.clone()).run(tx, reload));
+            let store =
+                FileStore::new(path.clone()).with_max_bytes(cfg.limits.datastore_document_bytes);
+            tokio::spawn(store.run(tx, reload));
             format!("file {}", path.display())
         }
         Datastore::Etcdv3 { endpoints } => {
@@ -183,12 +185,17 @@ fn start_fib(
 }
 
 async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
-    let server = Server::bind(&cfg.control_socket).map_err(|e| {
-        format!(
-            "cannot create the control socket {}: {e}",
-            cfg.control_socket.display()
-        )
-    })?;
+    let server = Server::bind(&cfg.control_socket)
+        .map_err(|e| {
+            format!(
+                "cannot create the control socket {}: {e}",
+                cfg.control_socket.display()
+            )
+        })?
+        .with_limits(crate::control::server::Limits {
+            request_bytes: cfg.limits.control_request_bytes,
+            requests_per_second: cfg.limits.control_requests_per_second,
+        });
     let reload = Arc::new(Notify::new());
     let (mut store, store_name) = start_store(&cfg, reload.clone()).await?;
     let (fib, fib_resync) = start_fib(&cfg)?;
@@ -213,7 +220,8 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     tokio::spawn(server.run(handler));
 
     // The first valid snapshot: nothing can start without an intent.
-    let mut tracker = Tracker::new(cfg.node.clone());
+    let mut tracker =
+        Tracker::new(cfg.node.clone()).with_max_document_bytes(cfg.limits.datastore_document_bytes);
     let first = loop {
         let Some(ev) = store.recv().await else {
             return Err("the datastore task stopped before any configuration was read".into());
@@ -226,7 +234,8 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
         .current()
         .cloned()
         .ok_or("no intent after an accepted snapshot")?;
-    let (mut speaker_cfg, peer_errors) = convert::speaker_config(&intent, &secrets_dir);
+    let (mut speaker_cfg, peer_errors) =
+        convert::speaker_config(&intent, &secrets_dir, &cfg.limits);
     // Our routes still in the kernel: this is a restart with forwarding kept, so peers
     // are asked to keep ours until we have sent them our table again.
     let (atx, arx) = tokio::sync::oneshot::channel();
@@ -314,7 +323,7 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
                 Some(ev) => {
                     if let Some(diff) = on_store_event(ev, &mut tracker, &state) {
                         if let Some(i) = tracker.current().cloned() {
-                            apply_diff(&diff, &i, &speaker, &fib, &state, cfg.fib.table).await;
+                            apply_diff(&diff, &i, &speaker, &fib, &state, &cfg).await;
                             sync_workloads(&i, &workloads, &mut kernel_originated, &speaker, &state).await;
                         }
                     }
@@ -508,8 +517,9 @@ async fn apply_diff(
     speaker: &mpsc::Sender<SpeakerCommand>,
     fib: &mpsc::Sender<FibMsg>,
     state: &Arc<Mutex<State>>,
-    table: u32,
+    cfg: &DaemonConfig,
 ) {
+    let table = cfg.fib.table;
     if d.is_empty() {
         tracing::info!("configuration re-read: nothing changed for this node");
         return;
@@ -535,7 +545,7 @@ async fn apply_diff(
             .await;
     }
     for p in d.peers_changed.iter().chain(&d.peers_added) {
-        match convert::peer_config(intent, p, &secrets_dir) {
+        match convert::peer_config(intent, p, &secrets_dir, &cfg.limits) {
             Ok(c) => {
                 if d.peers_added.contains(p) {
                     tracing::info!(peer = %p.address, origin = %p.origin, "new peer: starting its session");

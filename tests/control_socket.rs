@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use tern::control::proto::{DaemonInfo, HealthReply, PeerInfo, PeersReply, Request, StatusReply};
-use tern::control::server::{Handler, Server};
+use tern::control::server::{Handler, Limits, Server};
 
 fn peer(address: &str, state: &str, last_error: Option<&str>) -> PeerInfo {
     PeerInfo {
@@ -96,10 +96,17 @@ struct Daemon {
 }
 
 fn daemon() -> Daemon {
+    daemon_with(Limits::default())
+}
+
+fn daemon_with(limits: Limits) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("run/tern.sock");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(async { Server::bind(&sock) }).unwrap();
+    let server = rt
+        .block_on(async { Server::bind(&sock) })
+        .unwrap()
+        .with_limits(limits);
     rt.spawn(server.run(Arc::new(Canned)));
     Daemon {
         rt,
@@ -227,7 +234,10 @@ fn bad_requests_get_ok_false_and_other_clients_are_not_blocked() {
     let v = raw(&d.sock, &long);
     assert_eq!(v["ok"], false, "{v}");
     assert!(
-        v["error"].as_str().unwrap().contains("longer than 65536"),
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("longer than 65536 bytes (limits.control_request_bytes)"),
         "{v}"
     );
 
@@ -254,6 +264,60 @@ fn bad_requests_get_ok_false_and_other_clients_are_not_blocked() {
         format!("another tern is running on {}", d.sock.display())
     );
     assert_eq!(tern(&["status"], &d.sock).0, 0);
+}
+
+#[test]
+fn requests_over_the_rate_and_clients_over_64_are_told_why() {
+    let d = daemon_with(Limits {
+        requests_per_second: 5,
+        ..Limits::default()
+    });
+    // 30 requests at once on one connection: the burst (twice the rate) is answered,
+    // the rest are refused with the reason and the setting to change, in order.
+    let mut s = UnixStream::connect(&d.sock).unwrap();
+    s.write_all(&b"{\"version\":1,\"command\":\"health\"}\n".repeat(30))
+        .unwrap();
+    let mut lines = BufReader::new(s.try_clone().unwrap()).lines();
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 0..30 {
+        let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if v["ok"] == true {
+            ok += 1;
+        } else {
+            let e = v["error"].as_str().unwrap_or_default();
+            assert_eq!(e, "too many requests: the daemon answers at most 5 per second (limits.control_requests_per_second in tern.yaml); try again shortly");
+            refused += 1;
+        }
+    }
+    assert!((10..=12).contains(&ok), "{ok} answered, {refused} refused");
+    // The budget refills: a second later requests are answered again.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    s.write_all(b"{\"version\":1,\"command\":\"health\"}\n")
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    drop(lines);
+    drop(s);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+
+    // 64 idle clients hold every slot; the next one is told the daemon is busy.
+    let idle: Vec<UnixStream> = (0..64)
+        .map(|_| UnixStream::connect(&d.sock).unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let v = raw(&d.sock, b"{\"version\":1,\"command\":\"health\"}\n");
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(
+        v["error"],
+        "busy: 64 clients are connected already; try again shortly"
+    );
+    drop(idle);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (code, out, _) = tern(&["health"], &d.sock);
+    assert!(
+        !out.is_empty(),
+        "exit {code}: a slot frees when a client leaves"
+    );
 }
 
 #[test]

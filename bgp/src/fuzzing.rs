@@ -312,6 +312,15 @@ pub fn check_fsm(data: &[u8]) {
             10 if d.connected => Event::SendBlocked,
             11 if d.connected => Event::SendProgress,
             12 => Event::ConnectionReplaced,
+            // The RIB resets the session for a prefix limit, with a hold-down that
+            // stays within the configured back-off (as the speaker's does).
+            13 => Event::Reset {
+                notification: crate::wire::Notification::max_prefixes(
+                    crate::wire::Family::IPV4_UNICAST,
+                    u32::from(s.u16()),
+                ),
+                hold_down: Duration::from_millis(u64::from(s.u16()) * 16).min(idle_max),
+            },
             _ => continue,
         };
         let stop = matches!(event, Event::ManualStop(_));

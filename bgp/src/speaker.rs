@@ -69,6 +69,10 @@ pub struct PeerConfig {
     pub open_hold_time: Option<Duration>,
     /// Send hold time (RFC 9687; None: the RFC's default, at least 8 minutes).
     pub send_hold_time: Option<Duration>,
+    /// Most paths taken from this peer (its Adj-RIB-In after the import checks); one
+    /// more ends the session with Cease / Maximum Number of Prefixes Reached (RFC
+    /// 4486) and keeps it down for [`LIMIT_HOLD_DOWN`] or longer. None: no limit.
+    pub max_prefixes: Option<u32>,
 }
 
 impl PeerConfig {
@@ -95,6 +99,7 @@ impl PeerConfig {
             families: Vec::new(),
             open_hold_time: None,
             send_hold_time: None,
+            max_prefixes: None,
         }
     }
 }
@@ -120,7 +125,16 @@ pub struct SpeakerConfig {
     /// timer runs out (RFC 4724 §4.1), so peers keep our routes meanwhile and never see
     /// a half table.
     pub restarting: bool,
+    /// Most paths held from all peers together, so that peers cannot exhaust the
+    /// node's memory between them: the peer whose UPDATE passes it is reset as for
+    /// its own limit. None: no limit.
+    pub max_routes: Option<u64>,
 }
+
+/// Shortest time a session ended for passing a prefix limit stays down (BIRD waits
+/// 60 s before restarting a protocol after an error too); repeated resets back off
+/// further, up to the FSM's longest idle hold.
+pub const LIMIT_HOLD_DOWN: Duration = Duration::from_secs(60);
 
 /// How often UPDATEs held back for a session that stopped taking them are retried.
 const BACKLOG_RETRY: Duration = Duration::from_millis(20);
@@ -226,6 +240,8 @@ struct Peer {
     deferred: BTreeSet<IpNet>,
     /// Route refresh requests waiting for the same reason (one per family).
     refreshes: Vec<Family>,
+    /// Why we reset the session for passing a limit, said with its Down event.
+    limit_reset: Option<String>,
 }
 
 /// Starts the speaker; returns its command channel. Sessions start at once.
@@ -329,6 +345,7 @@ async fn start_peer(
         held: None,
         deferred: BTreeSet::new(),
         refreshes: Vec::new(),
+        limit_reset: None,
     })
 }
 
@@ -690,10 +707,14 @@ impl Task {
                     .await;
                 self.check_deferral().await;
             }
-            SessionEvent::Down { peer, reason } => {
+            SessionEvent::Down { peer, reason: down } => {
                 let ip = peer.ip();
                 let mut kept = None;
+                let mut reason = down.to_string();
                 if let Some(p) = self.peers.get_mut(&ip) {
+                    if let Some(why) = p.limit_reset.take() {
+                        reason = format!("{reason}: {why}");
+                    }
                     let was_up = p.source.is_some();
                     p.source = None;
                     p.out = None;
@@ -701,7 +722,7 @@ impl Task {
                     p.deferred.clear();
                     p.refreshes.clear();
                     match p.graceful_restart.as_ref() {
-                        Some(gr) if was_up && keeps_routes(&reason) => {
+                        Some(gr) if was_up && keeps_routes(&down) => {
                             p.stale = gr_families(gr);
                             p.restart_gen += 1;
                             kept = Some((gr.restart_time, p.restart_gen, p.stale.clone()));
@@ -735,7 +756,7 @@ impl Task {
                     None => {
                         let changes = self.rib.peer_down(ip);
                         self.propagate(changes).await;
-                        reason.to_string()
+                        reason
                     }
                 };
                 let _ = self.events.send(SpeakerEvent::PeerDown(peer, text)).await;
@@ -766,6 +787,9 @@ impl Task {
                         .await;
                 }
                 self.propagate(changes).await;
+                if self.over_limit(peer.ip()).await {
+                    return;
+                }
                 if let Some(f) = end_of_rib {
                     self.end_restart(peer.ip(), Some(f)).await;
                     if let Some(p) = self.peers.get_mut(&peer.ip()) {
@@ -791,6 +815,62 @@ impl Task {
                 }
             }
         }
+    }
+
+    /// After an UPDATE from `ip`: if its paths or all paths together are now over a
+    /// limit, ends its session with Cease / Maximum Number of Prefixes Reached and
+    /// drops its routes at once (not when the session reports it is down), so the
+    /// table never holds more than the limit plus one UPDATE.
+    async fn over_limit(&mut self, ip: IpAddr) -> bool {
+        let Some(p) = self.peers.get(&ip) else {
+            return false;
+        };
+        let held = self.rib.paths_from(ip);
+        let total = self.rib.paths_total();
+        let (limit, why) = match (p.cfg.max_prefixes, self.cfg.max_routes) {
+            (Some(max), _) if held > u64::from(max) => (
+                max,
+                format!("it sent {held} paths, more than its limit of {max}"),
+            ),
+            (_, Some(max)) if total > max => (
+                u32::try_from(max).unwrap_or(u32::MAX),
+                format!("the table holds {total} paths from all peers, more than the limit of {max} (this peer sent {held})"),
+            ),
+            _ => return false,
+        };
+        let family = p.families.first().copied().unwrap_or(Family::IPV4_UNICAST);
+        let why = format!(
+            "{why}; its routes are dropped and the session stays down for at least {} s",
+            LIMIT_HOLD_DOWN.as_secs()
+        );
+        let _ = self
+            .events
+            .send(SpeakerEvent::Rejected(
+                p.cfg.address,
+                format!("prefix limit: {why}"),
+            ))
+            .await;
+        if let Some(p) = self.peers.get_mut(&ip) {
+            p.limit_reset = Some(why);
+            // No graceful restart for these routes: the peer is the problem. Without
+            // a source, UPDATEs still queued from the session are ignored.
+            p.graceful_restart = None;
+            p.stale.clear();
+            p.source = None;
+            p.out = None;
+            p.deferred.clear();
+            p.refreshes.clear();
+            send_soon(
+                &p.handle,
+                Command::Reset(
+                    crate::wire::Notification::max_prefixes(family, limit),
+                    LIMIT_HOLD_DOWN,
+                ),
+            );
+        }
+        let changes = self.rib.peer_down(ip);
+        self.propagate(changes).await;
+        true
     }
 
     /// Sends a peer that just came up the whole table, then End-of-RIB per family.

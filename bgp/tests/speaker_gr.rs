@@ -94,6 +94,7 @@ fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
                             )
                         }],
                         restarting: false,
+                        max_routes: None,
                     };
                     let (etx, mut erx) = tokio::sync::mpsc::channel(64);
                     let c = speaker::spawn(cfg, etx)

@@ -44,6 +44,7 @@ fn config(me: [u8; 4], asn: u32, peers: Vec<PeerConfig>) -> SpeakerConfig {
         max_paths: 4,
         peers,
         restarting: false,
+        max_routes: None,
     }
 }
 

@@ -135,6 +135,7 @@ fn tern_reflects_between_gobgp_and_frr_clients() {
                     max_paths: 4,
                     peers: vec![client(GOBGP), client(FRR)],
                     restarting: false,
+                    max_routes: None,
                 };
                 let c = speaker::spawn(cfg, etx)
                     .await

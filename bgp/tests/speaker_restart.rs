@@ -39,6 +39,7 @@ fn config(me: SocketAddr, peers: Vec<PeerConfig>, restarting: bool) -> SpeakerCo
         max_paths: 1,
         peers,
         restarting,
+        max_routes: None,
     }
 }
 

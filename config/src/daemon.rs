@@ -9,6 +9,9 @@ use serde::Deserialize;
 
 use crate::error::{ConfigError, Warning};
 
+pub mod limits;
+pub use limits::Limits;
+
 /// Default rtnetlink protocol number of tern's routes.
 pub const DEFAULT_ROUTE_PROTOCOL: u8 = 201;
 /// The kernel's main routing table.
@@ -88,6 +91,8 @@ pub struct DaemonConfig {
     pub fib: FibConfig,
     /// Log filter: a level (`info`) or a tracing filter directive (`tern=debug,info`).
     pub log: String,
+    /// Route, control-socket and datastore limits.
+    pub limits: Limits,
 }
 
 #[derive(Deserialize)]
@@ -99,6 +104,7 @@ struct RawConfig {
     metrics: Option<String>,
     fib: Option<RawFib>,
     log: Option<String>,
+    limits: Option<limits::RawLimits>,
 }
 
 #[derive(Deserialize)]
@@ -263,6 +269,11 @@ impl DaemonConfig {
             ));
         }
 
+        let limits = match raw.limits {
+            Some(l) => l.validate(file)?,
+            None => Limits::default(),
+        };
+
         Ok((
             DaemonConfig {
                 node,
@@ -271,6 +282,7 @@ impl DaemonConfig {
                 metrics,
                 fib,
                 log,
+                limits,
             },
             warnings,
         ))

@@ -17,6 +17,16 @@ pub enum Rejected {
     /// Valid resources from which this node's intent cannot be computed.
     #[error("{0}")]
     NoIntent(IntentError),
+    /// A document larger than the limit, refused before it is parsed.
+    #[error("{origin}: {bytes} bytes, more than the {limit}-byte limit for one datastore document (limits.datastore_document_bytes in tern.yaml)")]
+    TooLarge {
+        /// The file or etcd key.
+        origin: String,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 /// The result of an accepted snapshot.
@@ -34,6 +44,7 @@ pub struct Tracker {
     node: String,
     current: Option<Intent>,
     revision: Option<i64>,
+    max_document_bytes: u64,
 }
 
 impl Tracker {
@@ -43,7 +54,16 @@ impl Tracker {
             node: node.into(),
             current: None,
             revision: None,
+            max_document_bytes: crate::daemon::limits::DEFAULT_DATASTORE_DOCUMENT_BYTES,
         }
+    }
+
+    /// Refuses documents larger than `bytes` before parsing them: YAML parsing costs
+    /// memory in proportion, and a runaway file or etcd value must not take the node
+    /// down with it.
+    pub fn with_max_document_bytes(mut self, bytes: u64) -> Tracker {
+        self.max_document_bytes = bytes;
+        self
     }
 
     /// The intent in force, if any snapshot was accepted.
@@ -59,6 +79,16 @@ impl Tracker {
     /// Validates a snapshot; on success it becomes the intent in force and the diff
     /// says what to change. On failure nothing changes.
     pub fn apply(&mut self, documents: &[Document], revision: i64) -> Result<Accepted, Rejected> {
+        if let Some(d) = documents
+            .iter()
+            .find(|d| d.text.len() as u64 > self.max_document_bytes)
+        {
+            return Err(Rejected::TooLarge {
+                origin: d.origin.clone(),
+                bytes: d.text.len() as u64,
+                limit: self.max_document_bytes,
+            });
+        }
         let (cluster, warnings) = Cluster::from_documents(documents).map_err(Rejected::Invalid)?;
         let (next, notes) = intent(&cluster, &self.node).map_err(Rejected::NoIntent)?;
         let diff = match &self.current {
@@ -98,6 +128,27 @@ mod tests {
             origin: "cluster.yaml".into(),
             text: text.into(),
         }]
+    }
+
+    #[test]
+    fn an_oversized_document_is_refused_unparsed_and_the_old_intent_stays() {
+        let good = crate::cluster::tests::example("mesh");
+        let mut t = Tracker::new("node-a").with_max_document_bytes(good.len() as u64 + 10);
+        t.apply(&docs(&good), 1).unwrap();
+        let before = t.current().cloned();
+        // Padding that would parse fine: only the size is wrong.
+        let big = format!("{good}\n#{}\n", "x".repeat(20));
+        let e = t.apply(&docs(&big), 2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cluster.yaml: {} bytes, more than the {}-byte limit for one datastore document (limits.datastore_document_bytes in tern.yaml)",
+                big.len(),
+                good.len() + 10
+            )
+        );
+        assert_eq!(t.current().cloned(), before);
+        assert_eq!(t.revision(), Some(1));
     }
 
     #[test]

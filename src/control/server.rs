@@ -17,15 +17,17 @@ use super::proto::{Request, RequestEnvelope, ResponseEnvelope, VERSION};
 #[cfg(test)]
 mod tests;
 
-/// Longest request line accepted (without its newline); requests are tiny, so anything
-/// longer is a confused or hostile client.
-const MAX_LINE: usize = 64 * 1024;
+/// Most clients connected at once; more are told the daemon is busy. Each client is a
+/// task and a descriptor, and the CLI opens one connection per command.
+const MAX_CLIENTS: usize = 64;
 /// A client that sends no complete line for this long is dropped, so idle or stuck
 /// clients cannot pile up tasks and descriptors.
 const IDLE: Duration = Duration::from_secs(30);
 /// How long a refused client may take to send its request before it is told why.
 #[cfg(unix)]
 const REFUSED_GRACE: Duration = Duration::from_secs(2);
+/// The same for a client turned away because [`MAX_CLIENTS`] are connected.
+const BUSY_GRACE: Duration = Duration::from_millis(500);
 
 /// Answers requests.
 pub trait Handler: Send + Sync + 'static {
@@ -37,10 +39,87 @@ pub trait Handler: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, String>> + Send + '_>>;
 }
 
+/// How much clients may ask (`tern.yaml` `limits:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest request line, without its newline; requests are tiny, so anything
+    /// longer is a confused or hostile client.
+    pub request_bytes: usize,
+    /// Requests answered per second across all clients (bursts of twice that).
+    pub requests_per_second: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            request_bytes: tern_config::daemon::limits::DEFAULT_CONTROL_REQUEST_BYTES,
+            requests_per_second: tern_config::daemon::limits::DEFAULT_CONTROL_REQUESTS_PER_SECOND,
+        }
+    }
+}
+
+/// A token bucket shared by every connection, so a client looping on the socket (or
+/// many clients) cannot keep the RIB task answering instead of routing.
+struct Budget {
+    limits: Limits,
+    tokens: f64,
+    last: tokio::time::Instant,
+    /// When "too many requests" was last logged (at most every 10 s).
+    warned: Option<tokio::time::Instant>,
+}
+
+impl Budget {
+    fn new(limits: Limits) -> Budget {
+        Budget {
+            limits,
+            tokens: Budget::burst(limits),
+            last: tokio::time::Instant::now(),
+            warned: None,
+        }
+    }
+
+    fn burst(limits: Limits) -> f64 {
+        2.0 * f64::from(limits.requests_per_second.max(1))
+    }
+
+    /// Takes one request's token; false when the budget is spent.
+    fn take(&mut self) -> bool {
+        let now = tokio::time::Instant::now();
+        let rate = f64::from(self.limits.requests_per_second.max(1));
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * rate;
+        self.tokens = (self.tokens + refill).min(Budget::burst(self.limits));
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return true;
+        }
+        if self
+            .warned
+            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(10))
+        {
+            self.warned = Some(now);
+            tracing::warn!(
+                "control socket: more than {} requests per second; refusing the excess (limits.control_requests_per_second)",
+                self.limits.requests_per_second
+            );
+        }
+        false
+    }
+}
+
+/// What every connection shares.
+struct Shared<H> {
+    handler: Arc<H>,
+    limits: Limits,
+    budget: std::sync::Mutex<Budget>,
+    clients: Arc<tokio::sync::Semaphore>,
+}
+
 /// A bound control socket; [`Server::run`] serves it. On Unix the socket file is
 /// removed when the server is dropped.
 pub struct Server {
     path: PathBuf,
+    limits: Limits,
     #[cfg(unix)]
     listener: tokio::net::UnixListener,
     #[cfg(windows)]
@@ -119,6 +198,7 @@ impl Server {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         Ok(Server {
             path: path.to_path_buf(),
+            limits: Limits::default(),
             listener,
         })
     }
@@ -137,7 +217,23 @@ impl Server {
         })?;
         Ok(Server {
             path: path.to_path_buf(),
+            limits: Limits::default(),
             first,
+        })
+    }
+
+    /// Serves with these limits instead of the defaults.
+    pub fn with_limits(mut self, limits: Limits) -> Server {
+        self.limits = limits;
+        self
+    }
+
+    fn shared<H: Handler>(&self, handler: Arc<H>) -> Arc<Shared<H>> {
+        Arc::new(Shared {
+            handler,
+            limits: self.limits,
+            budget: std::sync::Mutex::new(Budget::new(self.limits)),
+            clients: Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS)),
         })
     }
 
@@ -147,6 +243,7 @@ impl Server {
     pub async fn run<H: Handler>(self, handler: Arc<H>) {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let me = unsafe { libc::geteuid() };
+        let shared = self.shared(handler);
         loop {
             let (stream, _) = match self.listener.accept().await {
                 Ok(s) => s,
@@ -167,11 +264,11 @@ impl Server {
                 )),
                 Err(e) => Err(format!("unknown peer ({e})")),
             };
-            let h = Arc::clone(&handler);
+            let sh = Arc::clone(&shared);
             tokio::spawn(async move {
                 match allowed {
-                    Ok(()) => serve(stream, h).await,
-                    Err(who) => refuse(stream, &who).await,
+                    Ok(()) => serve(stream, sh).await,
+                    Err(who) => refuse(stream, &who, sh.limits.request_bytes).await,
                 }
             });
         }
@@ -180,6 +277,7 @@ impl Server {
     /// Serves until the task is dropped.
     #[cfg(windows)]
     pub async fn run<H: Handler>(self, handler: Arc<H>) {
+        let shared = self.shared(handler);
         let mut server = self.first;
         loop {
             if let Err(e) = server.connect().await {
@@ -200,7 +298,7 @@ impl Server {
                 }
             };
             let connected = std::mem::replace(&mut server, next);
-            tokio::spawn(serve(connected, Arc::clone(&handler)));
+            tokio::spawn(serve(connected, Arc::clone(&shared)));
         }
     }
 }
@@ -268,13 +366,13 @@ impl Drop for Server {
 
 /// Tells a client that is not allowed why, then closes.
 #[cfg(unix)]
-async fn refuse(stream: tokio::net::UnixStream, who: &str) {
+async fn refuse(stream: tokio::net::UnixStream, who: &str, max: usize) {
     tracing::warn!("control socket: refused a client that is neither root nor tern's user: {who}");
     let (r, mut w) = tokio::io::split(stream);
     // Let the client's request arrive first (unread): closing a socket with unread
     // data can make the client's write fail before it reads the refusal.
     let mut reader = BufReader::new(r);
-    let _ = tokio::time::timeout(REFUSED_GRACE, read_line(&mut reader)).await;
+    let _ = tokio::time::timeout(REFUSED_GRACE, read_line(&mut reader, max)).await;
     let _ = reply(
         &mut w,
         Err("permission denied: only root may use the tern control socket".into()),
@@ -286,23 +384,23 @@ async fn refuse(stream: tokio::net::UnixStream, who: &str) {
 enum Line {
     /// A complete request line (newline stripped).
     Request(Vec<u8>),
-    /// More than [`MAX_LINE`] bytes without a newline.
+    /// More than the limit without a newline.
     TooLong,
     /// The client closed (or the read failed).
     End,
 }
 
-async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> Line {
+async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>, max: usize) -> Line {
     let mut line = Vec::new();
     // The limit is applied while reading, so a client cannot make us buffer more.
-    let mut limited = reader.take(MAX_LINE as u64 + 1);
+    let mut limited = reader.take(max as u64 + 1);
     match limited.read_until(b'\n', &mut line).await {
         Ok(0) | Err(_) => Line::End,
         Ok(_) if line.last() == Some(&b'\n') => {
             line.pop();
             Line::Request(line)
         }
-        Ok(_) if line.len() > MAX_LINE => Line::TooLong,
+        Ok(_) if line.len() > max => Line::TooLong,
         // The client closed after a last line without newline: still a request.
         Ok(_) => Line::Request(line),
     }
@@ -350,18 +448,28 @@ async fn answer<H: Handler>(handler: &H, line: &[u8]) -> Result<serde_json::Valu
 }
 
 /// One connection: request lines in, one response line out for each.
-async fn serve<S, H>(stream: S, handler: Arc<H>)
+async fn serve<S, H>(stream: S, shared: Arc<Shared<H>>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
     H: Handler,
 {
     let (r, mut w) = tokio::io::split(stream);
+    let max = shared.limits.request_bytes;
     let mut reader = BufReader::new(r);
+    let Ok(_slot) = Arc::clone(&shared.clients).try_acquire_owned() else {
+        // Read the request first, as `refuse` does, so the client sees the reason.
+        let _ = tokio::time::timeout(BUSY_GRACE, read_line(&mut reader, max)).await;
+        let busy = format!("busy: {MAX_CLIENTS} clients are connected already; try again shortly");
+        let _ = reply(&mut w, Err(busy)).await;
+        return;
+    };
     loop {
-        let line = match tokio::time::timeout(IDLE, read_line(&mut reader)).await {
+        let line = match tokio::time::timeout(IDLE, read_line(&mut reader, max)).await {
             Ok(Line::Request(l)) => l,
             Ok(Line::TooLong) => {
-                let _ = reply(&mut w, Err(format!("request longer than {MAX_LINE} bytes"))).await;
+                let too_long =
+                    format!("request longer than {max} bytes (limits.control_request_bytes)");
+                let _ = reply(&mut w, Err(too_long)).await;
                 return;
             }
             Ok(Line::End) | Err(_) => return,
@@ -369,7 +477,15 @@ where
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let answer = answer(handler.as_ref(), &line).await;
+        let allowed = shared.budget.lock().map(|mut b| b.take()).unwrap_or(true);
+        let answer = if allowed {
+            answer(shared.handler.as_ref(), &line).await
+        } else {
+            Err(format!(
+                "too many requests: the daemon answers at most {} per second (limits.control_requests_per_second in tern.yaml); try again shortly",
+                shared.limits.requests_per_second
+            ))
+        };
         if reply(&mut w, answer).await.is_err() {
             return;
         }

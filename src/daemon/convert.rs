@@ -10,6 +10,7 @@ use tern_bgp::rib::Best;
 use tern_bgp::speaker::{PeerConfig, SpeakerConfig};
 use tern_bgp::wire::{Community, Family, LargeCommunity, Origin, PathAttributes};
 use tern_config::cluster::{AddressFamily, NextHopMode};
+use tern_config::daemon::Limits;
 use tern_config::intent::{Intent, Origination, PeerIntent};
 use tern_config::values;
 use tern_fib::{NextHop, Route, RouteKind};
@@ -23,7 +24,12 @@ pub const DEFAULT_HOLD: u16 = 90;
 /// The speaker's settings for an intent. Passwords are read from their sources here; a
 /// peer whose password cannot be read is left out (its error, naming the peer and the
 /// source, is returned) so one bad secret does not stop every other session.
-pub fn speaker_config(i: &Intent, secrets_dir: &Path) -> (SpeakerConfig, Vec<String>) {
+/// `limits` are `tern.yaml`'s route limits.
+pub fn speaker_config(
+    i: &Intent,
+    secrets_dir: &Path,
+    limits: &Limits,
+) -> (SpeakerConfig, Vec<String>) {
     let listen_ip: IpAddr = match i.listen.addresses.first() {
         Some(a) => *a,
         // Dual-stack when the node has IPv6, so one listener takes both families.
@@ -33,7 +39,7 @@ pub fn speaker_config(i: &Intent, secrets_dir: &Path) -> (SpeakerConfig, Vec<Str
     let mut peers = Vec::new();
     let mut errors = Vec::new();
     for p in i.peers.values() {
-        match peer_config(i, p, secrets_dir) {
+        match peer_config(i, p, secrets_dir, limits) {
             Ok(c) => peers.push(c),
             Err(e) => errors.push(e),
         }
@@ -46,6 +52,7 @@ pub fn speaker_config(i: &Intent, secrets_dir: &Path) -> (SpeakerConfig, Vec<Str
         max_paths: 8,
         peers,
         restarting: false,
+        max_routes: limits.max_routes,
     };
     (cfg, errors)
 }
@@ -55,7 +62,12 @@ fn secs(d: Option<Duration>) -> Option<u16> {
 }
 
 /// One peer's speaker settings.
-pub fn peer_config(i: &Intent, p: &PeerIntent, secrets_dir: &Path) -> Result<PeerConfig, String> {
+pub fn peer_config(
+    i: &Intent,
+    p: &PeerIntent,
+    secrets_dir: &Path,
+    limits: &Limits,
+) -> Result<PeerConfig, String> {
     let password = match &p.password {
         Some(src) => Some(
             src.resolve(secrets_dir)
@@ -102,6 +114,7 @@ pub fn peer_config(i: &Intent, p: &PeerIntent, secrets_dir: &Path) -> Result<Pee
         // Calico has no setting for these: RFC 4271's 240 s and RFC 9687's default.
         open_hold_time: None,
         send_hold_time: None,
+        max_prefixes: limits.max_prefixes_per_peer,
     })
 }
 

@@ -73,6 +73,16 @@ pub enum Event {
     ManualStart,
     /// ManualStop, with an optional RFC 9003 shutdown message.
     ManualStop(Option<String>),
+    /// The RIB ends the session with this NOTIFICATION (the peer went over a prefix
+    /// limit, RFC 4486 Cease/1) and keeps it down for at least `hold_down` before the
+    /// automatic restart, so a peer that sends the same table again cannot make the
+    /// session flap every second.
+    Reset {
+        /// Sent to the peer.
+        notification: Notification,
+        /// Shortest idle time before reconnecting.
+        hold_down: Duration,
+    },
     /// Tcp_CR_Acked / TcpConnectionConfirmed: a connection is up (either direction).
     TcpConnected,
     /// TcpConnectionFails.
@@ -211,6 +221,8 @@ pub struct Session {
     next_idle_hold: Duration,
     send_blocked: bool,
     stopped: bool,
+    /// Shortest idle hold for the next time the session goes down (a limit reset).
+    hold_down: Duration,
 }
 
 /// A session that stayed up this long is not flapping: back-off starts over.
@@ -228,6 +240,7 @@ impl Session {
             negotiated: None,
             established_at: None,
             next_idle_hold,
+            hold_down: Duration::ZERO,
             send_blocked: false,
             stopped: true,
         }
@@ -283,6 +296,21 @@ impl Session {
                     self.send_notification(&mut out, &n);
                 }
                 self.go_idle(&mut out, DownReason::Stopped, now);
+            }
+            Event::Reset {
+                notification,
+                hold_down,
+            } if self.state != State::Idle => {
+                self.hold_down = hold_down;
+                // A peer still opening gets the NOTIFICATION too, so it knows why.
+                if matches!(
+                    self.state,
+                    State::OpenSent | State::OpenConfirm | State::Established
+                ) {
+                    self.send_notification(&mut out, &notification);
+                }
+                let why = DownReason::NotificationSent(notification.to_string());
+                self.go_idle(&mut out, why, now);
             }
             Event::TimerExpired(Timer::IdleHold) if self.state == State::Idle && !self.stopped => {
                 self.start(&mut out)
@@ -527,8 +555,9 @@ impl Session {
         if was_up.is_some_and(|t| now.saturating_duration_since(t) >= STABLE) {
             self.next_idle_hold = self.cfg.idle_hold;
         }
-        out.push(Action::StartTimer(Timer::IdleHold, self.next_idle_hold));
-        self.next_idle_hold = (self.next_idle_hold * 2).min(self.cfg.idle_hold_max);
+        let idle = self.next_idle_hold.max(std::mem::take(&mut self.hold_down));
+        out.push(Action::StartTimer(Timer::IdleHold, idle));
+        self.next_idle_hold = (idle * 2).min(self.cfg.idle_hold_max);
     }
 
     fn receive(&mut self, out: &mut Vec<Action>, bytes: Bytes, now: Instant) {

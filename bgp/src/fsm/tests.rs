@@ -388,6 +388,39 @@ fn manual_stop_sends_the_shutdown_message_and_stays_down() {
 }
 
 #[test]
+fn a_limit_reset_sends_cease_1_and_holds_the_session_down() {
+    let t0 = Instant::now();
+    let mut s = established(t0);
+    let reset = |s: &mut Session, at: Instant| {
+        s.handle(
+            Event::Reset {
+                notification: Notification::max_prefixes(Family::IPV4_UNICAST, 100),
+                hold_down: Duration::from_secs(60),
+            },
+            at,
+        )
+    };
+    // Up for two minutes first: the damping would start over at 1 s, the hold-down
+    // must not.
+    let a = reset(&mut s, t0 + Duration::from_secs(120));
+    assert_eq!(notification_sent(&a), Some((6, 1)));
+    assert!(a.iter().any(
+        |x| matches!(x, Action::Down(DownReason::NotificationSent(t)) if t.contains("limit 100"))
+    ));
+    assert_eq!(s.state(), State::Idle);
+    assert_eq!(timer(&a, Timer::IdleHold), Some(Duration::from_secs(60)));
+    // It does restart by itself afterwards.
+    let a = s.handle(Event::TimerExpired(Timer::IdleHold), t0);
+    assert!(a.contains(&Action::Connect));
+    // A later, ordinary failure is not held down 60 s again, but backs off from it.
+    s.handle(Event::TcpConnected, t0);
+    let a = s.handle(Event::Received(peer_open(64999, 90, vec![])), t0);
+    assert_eq!(timer(&a, Timer::IdleHold), Some(Duration::from_secs(8)));
+    // Nothing to reset while idle.
+    assert!(reset(&mut s, t0).is_empty());
+}
+
+#[test]
 fn flapping_peers_back_off_exponentially_and_recover() {
     let t0 = Instant::now();
     let mut s = Session::new(cfg());

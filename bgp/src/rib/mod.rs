@@ -124,6 +124,8 @@ pub struct Rib {
     /// Paths held per peer, kept as paths come and go so that `tern status` and the
     /// metrics never walk the table.
     per_peer: HashMap<IpAddr, u64>,
+    /// The sum of `per_peer`: every path held (the memory limit counts this).
+    total: u64,
 }
 
 impl Rib {
@@ -135,6 +137,7 @@ impl Rib {
             attrs: AttrStore::default(),
             max_paths: max_paths.max(1),
             per_peer: HashMap::new(),
+            total: 0,
         }
     }
 
@@ -143,12 +146,19 @@ impl Rib {
         self.per_peer.get(&peer).copied().unwrap_or(0)
     }
 
+    /// Paths held from every source, our own included.
+    pub fn paths_total(&self) -> u64 {
+        self.total
+    }
+
     fn count(&mut self, peer: IpAddr, added: u64, removed: u64) {
         if added == removed {
             return;
         }
         let n = self.per_peer.entry(peer).or_default();
+        let before = *n;
         *n = (*n + added).saturating_sub(removed);
+        self.total = (self.total + *n).saturating_sub(before);
         if *n == 0 {
             self.per_peer.remove(&peer);
         }

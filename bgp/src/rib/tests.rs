@@ -426,6 +426,7 @@ fn paths_are_counted_per_peer_as_they_come_and_go() {
         (rib.paths_from(a.address), rib.paths_from(b.address)),
         (3, 1)
     );
+    assert_eq!(rib.paths_total(), 4);
     // Announcing a prefix again replaces the path: no double count.
     rib.apply_update(&a, &announce(&three[..2], attrs(&[64601, 64601])));
     assert_eq!(rib.paths_from(a.address), 3);
@@ -447,6 +448,7 @@ fn paths_are_counted_per_peer_as_they_come_and_go() {
         (rib.paths_from(a.address), rib.paths_from(b.address)),
         (0, 0)
     );
+    assert_eq!(rib.paths_total(), 0);
     // The counts agree with a walk of the table.
     rib.apply_update(&a, &announce(&three, attrs(&[64601])));
     let walked = three
@@ -454,4 +456,5 @@ fn paths_are_counted_per_peer_as_they_come_and_go() {
         .map(|p| rib.paths(&net(p).prefix).len())
         .sum::<usize>();
     assert_eq!(rib.paths_from(a.address), walked as u64);
+    assert_eq!(rib.paths_total(), walked as u64);
 }

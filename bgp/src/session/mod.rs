@@ -53,6 +53,9 @@ pub enum Command {
     Stop(Option<String>),
     /// Send these UPDATEs (encoded with the session's `Negotiated::tx`).
     SendUpdates(Vec<Bytes>),
+    /// End the session with this NOTIFICATION and stay down at least this long
+    /// (see [`crate::fsm::Event::Reset`]).
+    Reset(crate::wire::Notification, std::time::Duration),
     /// A connection the listener accepted from this peer.
     Incoming(TcpStream),
     /// Capabilities for the next OPEN (see [`crate::fsm::Session::set_capabilities`]).
@@ -224,6 +227,7 @@ async fn run(
                 }
                 Some(Command::Start) => Event::ManualStart,
                 Some(Command::Stop(text)) => Event::ManualStop(text),
+                Some(Command::Reset(notification, hold_down)) => Event::Reset { notification, hold_down },
                 Some(Command::SendUpdates(u)) => Event::SendUpdates(u),
                 Some(Command::SetCapabilities(c)) => {
                     d.fsm.set_capabilities(c);

@@ -122,6 +122,34 @@ impl Notification {
         Notification::cease_with_message(cease_subcode::ADMINISTRATIVE_SHUTDOWN, message)
     }
 
+    /// Cease / Maximum Number of Prefixes Reached with the data RFC 4486 §4 suggests:
+    /// the family and the limit that was passed.
+    pub fn max_prefixes(family: crate::wire::Family, limit: u32) -> Notification {
+        let mut data = BytesMut::with_capacity(7);
+        data.put_u16(family.afi.code());
+        data.put_u8(family.safi.code());
+        data.put_u32(limit);
+        Notification {
+            code: code::CEASE,
+            subcode: cease_subcode::MAX_PREFIXES,
+            data: data.freeze(),
+        }
+    }
+
+    /// The family and limit of a Cease / Maximum Number of Prefixes Reached that
+    /// carries them (RFC 4486 §4).
+    pub fn prefix_limit(&self) -> Option<(crate::wire::Family, u32)> {
+        if self.code != code::CEASE || self.subcode != cease_subcode::MAX_PREFIXES {
+            return None;
+        }
+        let d: &[u8; 7] = self.data.as_ref().try_into().ok()?;
+        let family = crate::wire::Family {
+            afi: u16::from_be_bytes([d[0], d[1]]).into(),
+            safi: d[2].into(),
+        };
+        Some((family, u32::from_be_bytes([d[3], d[4], d[5], d[6]])))
+    }
+
     /// A Cease with subcode 2 or 4 and an RFC 9003 message.
     pub fn cease_with_message(subcode: u8, message: &str) -> Notification {
         let mut end = message.len().min(MAX_SHUTDOWN_MESSAGE);
@@ -203,6 +231,8 @@ impl std::fmt::Display for Notification {
             write!(f, ": \"{m}\"")?;
         } else if let Some(inner) = self.hard_reset_cause() {
             write!(f, " ({inner})")?;
+        } else if let Some((family, limit)) = self.prefix_limit() {
+            write!(f, " ({family}, limit {limit})")?;
         }
         Ok(())
     }
@@ -271,6 +301,30 @@ pub fn subcode_name(c: u8, s: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefix_limit_carries_family_and_limit_and_prints_them() {
+        let n = Notification::max_prefixes(crate::wire::Family::IPV6_UNICAST, 1000);
+        assert_eq!(n.data.as_ref(), &[0, 2, 1, 0, 0, 0x03, 0xe8]);
+        assert_eq!(
+            n.prefix_limit(),
+            Some((crate::wire::Family::IPV6_UNICAST, 1000))
+        );
+        assert_eq!(
+            n.to_string(),
+            "Cease / Maximum Number of Prefixes Reached (ipv6-unicast, limit 1000)"
+        );
+        // Without the optional data (RFC 4486 says MAY) it still prints plainly.
+        let bare = Notification {
+            data: Bytes::new(),
+            ..n
+        };
+        assert_eq!(bare.prefix_limit(), None);
+        assert_eq!(
+            bare.to_string(),
+            "Cease / Maximum Number of Prefixes Reached"
+        );
+    }
 
     #[test]
     fn shutdown_message_round_trips_and_is_cut_on_a_char_boundary() {

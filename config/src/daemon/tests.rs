@@ -114,6 +114,46 @@ fn mistakes_name_the_field_and_what_is_allowed() {
 }
 
 #[test]
+fn limits_have_defaults_zero_turns_route_limits_off_and_ranges_are_checked() {
+    let (c, _) = parse("node: n1\n").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.limits, Limits::default());
+    assert_eq!(c.limits.max_prefixes_per_peer, Some(2_000_000));
+    let (c, _) = parse(
+        "node: n1\nlimits:\n  max_prefixes_per_peer: 0\n  max_routes: 500000\n  control_requests_per_second: 5\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.limits.max_prefixes_per_peer, None);
+    assert_eq!(c.limits.max_routes, Some(500_000));
+    assert_eq!(c.limits.control_requests_per_second, 5);
+    assert_eq!(
+        c.limits.control_request_bytes,
+        limits::DEFAULT_CONTROL_REQUEST_BYTES
+    );
+    for (text, want) in [
+        (
+            "limits: {max_prefixes_per_peer: -1}",
+            "field `limits.max_prefixes_per_peer`: -1 is out of range; use 0-4294967295 paths (0: no limit)",
+        ),
+        (
+            "limits: {control_request_bytes: 10}",
+            "field `limits.control_request_bytes`: 10 is out of range; use 1024-16777216 bytes",
+        ),
+        (
+            "limits: {control_requests_per_second: 0}",
+            "field `limits.control_requests_per_second`: 0 is out of range",
+        ),
+        (
+            "limits: {datastore_document_bytes: 2147483648}",
+            "field `limits.datastore_document_bytes`: 2147483648 is out of range; use 4096-1073741824 bytes",
+        ),
+        ("limits: {max_route: 5}", "unknown field `max_route`"),
+    ] {
+        let e = error(&format!("node: n1\n{text}\n"));
+        assert!(e.contains(want), "{text:?}: got {e:?}");
+    }
+}
+
+#[test]
 fn a_typo_is_an_error_with_its_line() {
     let e = parse("node: n1\nfib:\n  enabled: true\n  route_protcol: 201\n").err();
     let e = e.unwrap_or_else(|| panic!("typo accepted"));

@@ -22,6 +22,7 @@ pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
 pub struct FileStore {
     path: PathBuf,
     poll: Duration,
+    max_bytes: u64,
 }
 
 impl FileStore {
@@ -30,7 +31,15 @@ impl FileStore {
         FileStore {
             path: path.into(),
             poll: DEFAULT_POLL,
+            max_bytes: crate::daemon::limits::DEFAULT_DATASTORE_DOCUMENT_BYTES,
         }
+    }
+
+    /// Refuses to read a file larger than `bytes` (reported as unavailable, so the
+    /// configuration in force stays until the file is small enough again).
+    pub fn with_max_bytes(mut self, bytes: u64) -> FileStore {
+        self.max_bytes = bytes;
+        self
     }
 
     /// Changes the poll interval (tests use a short one).
@@ -46,8 +55,32 @@ impl FileStore {
 
     /// Reads the file once.
     pub fn read(&self) -> Result<Document, String> {
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| format!("cannot read the cluster file {}: {e}", self.path.display()))?;
+        use std::io::Read;
+        let cannot = |e: std::io::Error| {
+            format!("cannot read the cluster file {}: {e}", self.path.display())
+        };
+        // Read through a limit rather than trusting the size first: the file can grow
+        // between the two.
+        let mut bytes = Vec::new();
+        std::fs::File::open(&self.path)
+            .map_err(cannot)?
+            .take(self.max_bytes + 1)
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+        if bytes.len() as u64 > self.max_bytes {
+            return Err(format!(
+                "the cluster file {} is larger than {} bytes (limits.datastore_document_bytes in tern.yaml); not read",
+                self.path.display(),
+                self.max_bytes
+            ));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            format!(
+                "the cluster file {} is not UTF-8 text (byte {})",
+                self.path.display(),
+                e.utf8_error().valid_up_to()
+            )
+        })?;
         Ok(Document {
             origin: self.path.display().to_string(),
             text,
@@ -125,6 +158,32 @@ mod tests {
             } => (documents[0].text.as_str(), *revision),
             other => panic!("expected a snapshot, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn an_oversized_file_is_unavailable_until_it_shrinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cluster.yaml");
+        std::fs::write(&path, "a: 1\n").unwrap();
+        let (tx, mut rx) = mpsc::channel(4);
+        let store = FileStore::new(&path)
+            .with_poll(Duration::from_millis(20))
+            .with_max_bytes(4096);
+        let task = tokio::spawn(store.run(tx, Arc::new(Notify::new())));
+        assert_eq!(text_of(&next(&mut rx).await), ("a: 1\n", 1));
+        // A multi-byte character straddles the limit: still "too large", not "not UTF-8".
+        std::fs::write(&path, format!("a: {}\n", "é".repeat(3000))).unwrap();
+        match next(&mut rx).await {
+            StoreEvent::Unavailable(e) => assert_eq!(
+                e,
+                format!("the cluster file {} is larger than 4096 bytes (limits.datastore_document_bytes in tern.yaml); not read", path.display())
+            ),
+            other => panic!("{other:?}"),
+        }
+        std::fs::write(&path, "a: 2\n").unwrap();
+        assert_eq!(text_of(&next(&mut rx).await), ("a: 2\n", 2));
+        drop(rx);
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
 
     #[tokio::test]
