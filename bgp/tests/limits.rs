@@ -51,7 +51,11 @@ async fn wait_count(tern: &Tern, third: u8, want: usize, case: &str) {
 async fn wait_logged(tern: &Tern, line: &str, case: &str) {
     let end = Instant::now() + Duration::from_secs(3);
     while !tern.logged(line) {
-        assert!(Instant::now() < end, "{case}: no {line:?}; log: {:?}", tern.log());
+        assert!(
+            Instant::now() < end,
+            "{case}: no {line:?}; log: {:?}",
+            tern.log()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -11,6 +11,7 @@
 //! - [`datastore`]: the file and etcd stores, which deliver complete snapshots.
 //!
 //! Everything but the datastores is sans-IO (text in, values out).
+#![forbid(unsafe_code)] // nothing here touches the OS below std
 
 pub mod cluster;
 pub mod daemon;

@@ -107,6 +107,7 @@ macro_rules! mib_table {
         impl MibTable for $table {
             type Row = $row;
 
+            // SAFETY: the contract is the trait's (`table` points to a live table).
             unsafe fn header(table: *const Self) -> (u32, *const $row) {
                 // SAFETY: the caller guarantees `table` is live. The fields are reached
                 // through the raw pointer, so the row pointer keeps the provenance of
