@@ -279,7 +279,9 @@ pub async fn spawn(
         .iter()
         .map(|p| Duration::from_secs(u64::from(p.restart_time.unwrap_or(DEFAULT_RESTART_TIME)) / 2))
         .fold(SELECTION_DEFERRAL, Duration::min);
+    let own = own_addresses(&cfg.router_id, cfg.peers.iter());
     let task = Task {
+        own,
         rib: Rib::new(cfg.max_paths),
         restarting: cfg.restarting,
         deferral_deadline: tokio::time::Instant::now() + deferral,
@@ -347,6 +349,23 @@ async fn start_peer(
         refreshes: Vec::new(),
         limit_reset: None,
     })
+}
+
+/// The router id and every session's configured local addresses.
+fn own_addresses<'a>(
+    router_id: &Ipv4Addr,
+    peers: impl Iterator<Item = &'a PeerConfig>,
+) -> Arc<[IpAddr]> {
+    let mut own = vec![IpAddr::V4(*router_id)];
+    for p in peers {
+        let v6 = p.local_v6.map(IpAddr::V6);
+        for a in [p.local_address, v6].into_iter().flatten() {
+            if !a.is_unspecified() && !own.contains(&a) {
+                own.push(a);
+            }
+        }
+    }
+    own.into()
 }
 
 /// Graceful-restart time announced when the configuration names none (BIRD's and
@@ -417,6 +436,8 @@ struct Task {
     restarting: bool,
     /// When the selection deferral timer ends it.
     deferral_deadline: tokio::time::Instant,
+    /// Our addresses, which no peer's route may have as next hop.
+    own: Arc<[IpAddr]>,
 }
 
 /// Whether a session that went down this way keeps its routes while the peer restarts
@@ -585,6 +606,8 @@ impl Task {
                 match start_peer(&self.cfg, &p, &self.sessions, self.listener.as_deref()).await {
                     Ok(peer) => {
                         self.peers.insert(p.address.ip(), peer);
+                        self.own =
+                            own_addresses(&self.cfg.router_id, self.peers.values().map(|p| &p.cfg));
                     }
                     Err(e) => {
                         let _ = self
@@ -777,6 +800,7 @@ impl Task {
                     peer_as: source.asn,
                     router_id: self.cfg.router_id,
                     cluster_id: self.cfg.cluster_id,
+                    own: Arc::clone(&self.own),
                 };
                 let end_of_rib = update.end_of_rib_family();
                 let (changes, rejected) = self.rib.import_update(&source, &update, &policy);

@@ -109,6 +109,16 @@ fn cases() -> Vec<Case> {
             v6: false,
         },
         Case {
+            name: "NEXT_HOP is tern's own address",
+            rfc: "RFC 4271 §6.3 (semantically incorrect: the receiving speaker itself)",
+            msg: |c| {
+                let a = [origin(0), as_path(&[65001]), next_hop(TERN_ID.octets())].concat();
+                update(&[], &a, &v4(c))
+            },
+            expect: TreatAsWithdraw,
+            v6: false,
+        },
+        Case {
             name: "NEXT_HOP 0.0.0.0",
             rfc: "RFC 4271 §6.3 (not a host address), RFC 7606 §7.3",
             msg: |c| {

@@ -1,14 +1,19 @@
 //! What a peer's route must pass before it enters the RIB: AS-path loop detection
 //! (with Calico's `numAllowedLocalASNumbers`, i.e. allowas-in), the eBGP first-AS
-//! check (RFC 4271 §6.3), and the route-reflection loop checks (RFC 4456 §8). A route
-//! that fails is treated as withdrawn, so an earlier announcement from the same peer
-//! does not linger.
+//! check and the "next hop is not us" rule (RFC 4271 §6.3), and the route-reflection
+//! loop checks (RFC 4456 §8). A route that fails is treated as withdrawn, so an earlier
+//! announcement from the same peer does not linger.
+//!
+//! RFC 4271's other next-hop rule (an eBGP next hop one hop away must share a subnet
+//! with us) needs the node's interfaces, which the sans-IO speaker does not have: a
+//! next hop off every connected subnet is refused by the kernel when installed, and
+//! `tern diagnose` names it (`fib::diag`), rather than being second-guessed here.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use serde::Serialize;
 
-use crate::wire::PathAttributes;
+use crate::wire::{MpNextHop, PathAttributes, Update};
 
 /// Per-peer import settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +30,8 @@ pub struct ImportPolicy {
     pub router_id: Ipv4Addr,
     /// Our route reflector cluster id, if we are a reflector.
     pub cluster_id: Option<Ipv4Addr>,
+    /// Our own addresses (router id, session addresses): never a valid next hop.
+    pub own: std::sync::Arc<[IpAddr]>,
 }
 
 /// Why a route was refused.
@@ -49,6 +56,12 @@ pub enum Rejection {
     OriginatorIsUs,
     /// Our cluster id is already in CLUSTER_LIST.
     ClusterLoop,
+    /// The NEXT_HOP is one of our own addresses (RFC 4271 §6.3: semantically
+    /// incorrect; the route is ignored).
+    NextHopIsUs {
+        /// The next hop.
+        next_hop: IpAddr,
+    },
 }
 
 impl std::fmt::Display for Rejection {
@@ -69,6 +82,12 @@ impl std::fmt::Display for Rejection {
             }
             Rejection::ClusterLoop => {
                 f.write_str("our cluster id is in CLUSTER_LIST (route reflection loop)")
+            }
+            Rejection::NextHopIsUs { next_hop } => {
+                write!(
+                    f,
+                    "next hop {next_hop} is this node's own address (RFC 4271 §6.3)"
+                )
             }
         }
     }
@@ -102,6 +121,21 @@ pub fn check(a: &PathAttributes, p: &ImportPolicy) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// Checks the UPDATE's next hops (NEXT_HOP, and MP_REACH_NLRI's global address)
+/// against our own addresses.
+pub fn check_next_hops(u: &Update, p: &ImportPolicy) -> Result<(), Rejection> {
+    let v4 = u.attributes.next_hop.map(IpAddr::V4);
+    let mp = u.mp_reach.as_ref().and_then(|m| match m.next_hop {
+        MpNextHop::V4(a) => Some(IpAddr::V4(a)),
+        MpNextHop::V6 { global, .. } => Some(IpAddr::V6(global)),
+        MpNextHop::Other(_) => None,
+    });
+    match [v4, mp].into_iter().flatten().find(|nh| p.own.contains(nh)) {
+        Some(next_hop) => Err(Rejection::NextHopIsUs { next_hop }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,7 +149,49 @@ mod tests {
             peer_as: if ebgp { 64601 } else { 64512 },
             router_id: Ipv4Addr::new(198, 51, 100, 1),
             cluster_id: Some(Ipv4Addr::new(198, 51, 100, 100)),
+            own: vec![
+                IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)),
+                "2001:db8::1"
+                    .parse()
+                    .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            ]
+            .into(),
         }
+    }
+
+    #[test]
+    fn our_own_address_is_no_next_hop() {
+        let mut u = Update {
+            attributes: PathAttributes {
+                next_hop: Some(Ipv4Addr::new(198, 51, 100, 1)),
+                ..with_path(&[64601])
+            },
+            ..Update::default()
+        };
+        let e = check_next_hops(&u, &policy(true)).map_err(|r| r.to_string());
+        assert_eq!(
+            e,
+            Err("next hop 198.51.100.1 is this node's own address (RFC 4271 §6.3)".into())
+        );
+        u.attributes.next_hop = Some(Ipv4Addr::new(198, 51, 100, 2));
+        assert_eq!(check_next_hops(&u, &policy(true)), Ok(()));
+        u.mp_reach = Some(crate::wire::MpReach {
+            family: crate::wire::Family::IPV6_UNICAST,
+            next_hop: MpNextHop::V6 {
+                global: "2001:db8::1"
+                    .parse()
+                    .unwrap_or(std::net::Ipv6Addr::UNSPECIFIED),
+                link_local: None,
+            },
+            nlri: Vec::new(),
+            unparsed: None,
+        });
+        assert!(matches!(
+            check_next_hops(&u, &policy(true)),
+            Err(Rejection::NextHopIsUs {
+                next_hop: IpAddr::V6(_)
+            })
+        ));
     }
 
     fn with_path(asns: &[u32]) -> PathAttributes {

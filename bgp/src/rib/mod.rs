@@ -204,7 +204,9 @@ impl Rib {
     ) -> (Vec<BestChange>, Option<import::Rejection>) {
         let announces =
             !u.nlri.is_empty() || u.mp_reach.as_ref().is_some_and(|m| !m.nlri.is_empty());
-        match import::check(&u.attributes, policy) {
+        let checked =
+            import::check(&u.attributes, policy).and_then(|()| import::check_next_hops(u, policy));
+        match checked {
             Err(r) if announces => {
                 let withdraw = Update {
                     withdrawn: u.withdrawn.iter().chain(&u.nlri).copied().collect(),

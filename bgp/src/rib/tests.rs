@@ -390,6 +390,7 @@ fn a_route_failing_import_checks_replaces_the_earlier_one_as_a_withdrawal() {
         peer_as: 64601,
         router_id: Ipv4Addr::new(198, 51, 100, 1),
         cluster_id: None,
+        own: vec![std::net::IpAddr::V4(Ipv4Addr::new(198, 51, 100, 250))].into(),
     };
     let mut rib = Rib::new(1);
     let (c, r) = rib.import_update(&a, &announce(&["198.18.0.0/26"], attrs(&[64601])), &policy);
