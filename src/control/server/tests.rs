@@ -76,3 +76,83 @@ fn no_server_means_not_running() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The pipe's DACL as the kernel object holds it, read back through the pipe handle
+/// and rendered as SDDL. Wine keeps object security descriptors in wineserver, so this
+/// runs under Wine; what it cannot show is a non-administrator being turned away (Wine
+/// runs everything as an administrator), which needs a real Windows host.
+#[cfg(windows)]
+fn pipe_dacl(server: &Server) -> String {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Foundation::LocalFree;
+    use windows_sys::Win32::Security::Authorization::{
+        ConvertSecurityDescriptorToStringSecurityDescriptorW, GetSecurityInfo, SDDL_REVISION_1,
+        SE_KERNEL_OBJECT,
+    };
+    use windows_sys::Win32::Security::{DACL_SECURITY_INFORMATION, PSECURITY_DESCRIPTOR};
+
+    let handle = server.first.as_raw_handle();
+    let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
+    // SAFETY: the handle is the live pipe owned by `server`; the out-pointers are valid
+    // locals, and `sd` (LocalAlloc'd by the call) is freed below.
+    let rc = unsafe {
+        GetSecurityInfo(
+            handle,
+            SE_KERNEL_OBJECT,
+            DACL_SECURITY_INFORMATION,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut sd,
+        )
+    };
+    assert_eq!(rc, 0, "GetSecurityInfo on the pipe failed: error {rc}");
+    let mut text: windows_sys::core::PWSTR = std::ptr::null_mut();
+    // SAFETY: `sd` is the descriptor returned above; `text` receives a LocalAlloc'd
+    // NUL-terminated string, read and freed below.
+    let ok = unsafe {
+        ConvertSecurityDescriptorToStringSecurityDescriptorW(
+            sd,
+            SDDL_REVISION_1,
+            DACL_SECURITY_INFORMATION,
+            &mut text,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_ne!(ok, 0, "the pipe's descriptor does not convert to SDDL");
+    // SAFETY: `text` is NUL-terminated (the call's contract); both buffers are freed
+    // once and not used afterwards.
+    let sddl = unsafe {
+        let len = (0..).take_while(|&i| *text.add(i) != 0).count();
+        let s = String::from_utf16_lossy(std::slice::from_raw_parts(text, len));
+        LocalFree(text.cast());
+        LocalFree(sd);
+        s
+    };
+    sddl
+}
+
+#[cfg(windows)]
+#[test]
+fn the_pipe_admits_only_system_and_administrators() {
+    let (path, _dir) = socket("acl");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(async { Server::bind(&path) }).unwrap();
+    let sddl = pipe_dacl(&server);
+    eprintln!("pipe DACL: {sddl}");
+    // Protected (no inherited entries), and exactly two allow entries: SYSTEM and the
+    // Administrators group, with generic-all (GA) or its file mapping (FA).
+    let rest = sddl
+        .strip_prefix("D:P")
+        .unwrap_or_else(|| panic!("not a protected DACL: {sddl}"));
+    let mut aces: Vec<&str> = rest
+        .split(|c| c == '(' || c == ')')
+        .filter(|s| !s.is_empty())
+        .collect();
+    aces.sort_unstable();
+    let ok =
+        |ace: &str, sid: &str| ace == format!("A;;GA;;;{sid}") || ace == format!("A;;FA;;;{sid}");
+    assert_eq!(aces.len(), 2, "{sddl}");
+    assert!(ok(aces[0], "BA") && ok(aces[1], "SY"), "{sddl}");
+}
