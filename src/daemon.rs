@@ -316,7 +316,7 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
         };
         tokio::select! {
             ev = events.recv() => match ev {
-                Some(ev) => on_speaker_event(ev, &state, &fib, cfg.fib.table).await,
+                Some(ev) => on_speaker_event(ev, &state, &fib, &cfg.fib).await,
                 None => return Err("the BGP speaker stopped".into()),
             },
             ev = store.recv() => match ev {
@@ -584,29 +584,39 @@ async fn on_speaker_event(
     ev: SpeakerEvent,
     state: &Arc<Mutex<State>>,
     fib: &mpsc::Sender<FibMsg>,
-    table: u32,
+    fib_cfg: &tern_config::daemon::FibConfig,
 ) {
+    let table = fib_cfg.table;
     match ev {
         SpeakerEvent::Routes(changes) => {
-            let want: Vec<_> = changes
-                .iter()
-                .filter_map(|c| match &c.now {
-                    Some(best) if best.best.source.local => None,
-                    Some(best) => Some((c.prefix, convert::kernel_route(c.prefix, best, table))),
-                    None => Some((c.prefix, None)),
-                })
-                .collect();
             // A withdrawn own prefix must not delete its blackhole: those are only
             // removed through the intent.
-            let own: Vec<ipnet::IpNet> = state
+            let (own, encap): (Vec<ipnet::IpNet>, _) = state
                 .lock()
                 .ok()
                 .and_then(|s| {
                     s.intent
                         .as_ref()
-                        .map(|i| i.originated.keys().copied().collect())
+                        .map(|i| (i.originated.keys().copied().collect(), i.encapsulation()))
                 })
                 .unwrap_or_default();
+            // Without a kernel FIB (a route reflector) there is no tunnel to go through.
+            let encap = if fib_cfg.enabled {
+                encap
+            } else {
+                Default::default()
+            };
+            let want: Vec<_> = changes
+                .iter()
+                .filter_map(|c| match &c.now {
+                    Some(best) if best.best.source.local => None,
+                    Some(best) => Some((
+                        c.prefix,
+                        convert::kernel_route(c.prefix, best, table, &encap),
+                    )),
+                    None => Some((c.prefix, None)),
+                })
+                .collect();
             let want: Vec<_> = want.into_iter().filter(|(p, _)| !own.contains(p)).collect();
             if !want.is_empty() {
                 let _ = fib.send(FibMsg::Want(want)).await;

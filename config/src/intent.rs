@@ -347,6 +347,40 @@ fn originated(cluster: &Cluster, node: &str) -> (BTreeMap<IpNet, Origination>, V
     (out, own)
 }
 
+/// The IP pools that ask for IPIP, and this node's IPv4 subnet (for CrossSubnet).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Encapsulation {
+    pools: Vec<(IpNet, EncapMode)>,
+    ipv4: Option<(std::net::Ipv4Addr, u8)>,
+}
+
+impl Encapsulation {
+    /// Whether any pool asks for IPIP at all (most clusters: none).
+    pub fn any(&self) -> bool {
+        !self.pools.is_empty()
+    }
+
+    /// See [`Intent::ipip_toward`]. Calico decides CrossSubnet by the node's own
+    /// address and prefix length, as this does, not by the kernel's routes.
+    pub fn ipip_toward(&self, net: &IpNet, next_hop: IpAddr) -> bool {
+        match self
+            .pools
+            .iter()
+            .find(|(c, _)| c.contains(net))
+            .map(|(_, m)| *m)
+        {
+            Some(EncapMode::Always) => true,
+            Some(EncapMode::CrossSubnet) => match (self.ipv4, next_hop) {
+                (Some((a, len)), IpAddr::V4(h)) => ipnet::Ipv4Net::new(a, len)
+                    .map(|n| !n.contains(&h))
+                    .unwrap_or(true),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 impl Intent {
     /// The pool containing `net`.
     pub fn pool_of(&self, net: &IpNet) -> Option<&Pool> {
@@ -357,15 +391,20 @@ impl Intent {
     /// IPIP: always, never, or (CrossSubnet) when the next hop is not on this node's
     /// subnet.
     pub fn ipip_toward(&self, net: &IpNet, next_hop: IpAddr) -> bool {
-        match self.pool_of(net).map(|p| p.ipip) {
-            Some(EncapMode::Always) => true,
-            Some(EncapMode::CrossSubnet) => match (self.ipv4, next_hop) {
-                (Some((a, len)), IpAddr::V4(h)) => ipnet::Ipv4Net::new(a, len)
-                    .map(|n| !n.contains(&h))
-                    .unwrap_or(true),
-                _ => false,
-            },
-            _ => false,
+        self.encapsulation().ipip_toward(net, next_hop)
+    }
+
+    /// What deciding encapsulation needs, copied out so the daemon can decide per route
+    /// without holding on to the whole intent.
+    pub fn encapsulation(&self) -> Encapsulation {
+        Encapsulation {
+            pools: self
+                .pools
+                .iter()
+                .filter(|p| p.ipip != EncapMode::Never)
+                .map(|p| (p.cidr, p.ipip))
+                .collect(),
+            ipv4: self.ipv4,
         }
     }
 }

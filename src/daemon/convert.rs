@@ -11,7 +11,7 @@ use tern_bgp::speaker::{PeerConfig, SpeakerConfig};
 use tern_bgp::wire::{Community, Family, LargeCommunity, Origin, PathAttributes};
 use tern_config::cluster::{AddressFamily, NextHopMode};
 use tern_config::daemon::Limits;
-use tern_config::intent::{Intent, Origination, PeerIntent};
+use tern_config::intent::{Encapsulation, Intent, Origination, PeerIntent};
 use tern_config::values;
 use tern_fib::{NextHop, Route, RouteKind};
 
@@ -137,8 +137,15 @@ pub fn origin_attrs(o: &Origination) -> PathAttributes {
     a
 }
 
-/// The kernel route for a Loc-RIB entry learned from peers; `None` for our own.
-pub fn kernel_route(prefix: IpNet, best: &Best, table: u32) -> Option<Route> {
+/// The kernel route for a Loc-RIB entry learned from peers; `None` for our own. A
+/// next hop the pool wants reached through IPIP is `onlink` with the interface left
+/// open: the FIB task puts it on the tunnel device (it knows the interfaces).
+pub fn kernel_route(
+    prefix: IpNet,
+    best: &Best,
+    table: u32,
+    encap: &Encapsulation,
+) -> Option<Route> {
     if best.best.source.local {
         return None;
     }
@@ -150,7 +157,14 @@ pub fn kernel_route(prefix: IpNet, best: &Best, table: u32) -> Option<Route> {
     hops.dedup();
     Some(Route {
         prefix,
-        kind: RouteKind::Unicast(hops.into_iter().map(NextHop::via).collect()),
+        kind: RouteKind::Unicast(
+            hops.into_iter()
+                .map(|h| NextHop {
+                    onlink: encap.any() && encap.ipip_toward(&prefix, h),
+                    ..NextHop::via(h)
+                })
+                .collect(),
+        ),
         metric: 0,
         table,
     })

@@ -21,6 +21,10 @@ use crate::control::proto::FibReply;
 /// How often routes the kernel refused are tried again (an interface or an address
 /// may have come back since).
 pub const RETRY: Duration = Duration::from_secs(10);
+/// The IPIP tunnel device, as Calico names it. A next hop that is `onlink` with no
+/// interface (from [`super::convert::kernel_route`] for a pool with ipipMode Always, or
+/// CrossSubnet toward another subnet) goes out through it.
+pub const TUNNEL_DEVICE: &str = "tunl0";
 /// Least time between two re-reads of the kernel's routes.
 const RESYNC_GAP: Duration = Duration::from_secs(1);
 
@@ -126,6 +130,28 @@ struct Task<B: Backend> {
     grace: bool,
     /// Duration of the last kernel batch.
     last_apply: std::time::Duration,
+    /// Index of [`TUNNEL_DEVICE`], looked up when a route needs it; forgotten on each
+    /// re-read (interfaces change), so a re-created tunnel is found again.
+    tunnel: Option<u32>,
+}
+
+/// Whether a wanted route goes through the tunnel (onlink, interface left open).
+fn needs_tunnel(r: &Route) -> bool {
+    matches!(&r.kind, RouteKind::Unicast(h) if h.iter().any(|n| n.onlink && n.interface.is_none()))
+}
+
+/// The route with its open onlink next hops put on interface `index`.
+fn through(r: &Route, index: u32) -> Route {
+    let mut r = r.clone();
+    if let RouteKind::Unicast(hops) = &mut r.kind {
+        for n in hops
+            .iter_mut()
+            .filter(|n| n.onlink && n.interface.is_none())
+        {
+            n.interface = Some(index);
+        }
+    }
+    r
 }
 
 /// Runs the FIB task until `rx` closes. Starts by reading tern's routes from the
@@ -163,6 +189,7 @@ pub async fn run<B: Backend>(
         failures: BTreeMap::new(),
         grace: true,
         last_apply: std::time::Duration::ZERO,
+        tunnel: None,
     };
     // A message taken off the queue while coalescing that was not a route batch: it
     // is handled next, in order, never dropped.
@@ -280,18 +307,58 @@ pub async fn run<B: Backend>(
 }
 
 impl<B: Backend> Task<B> {
+    /// Finds the tunnel device when a route among `prefixes` needs it and it is not
+    /// known yet.
+    async fn find_tunnel(&mut self, prefixes: &[IpNet]) {
+        let needed = prefixes
+            .iter()
+            .any(|p| self.wanted.get(p).is_some_and(needs_tunnel));
+        if self.tunnel.is_some() || !needed {
+            return;
+        }
+        self.tunnel = match self.backend.interfaces().await {
+            Ok(ifs) => ifs
+                .iter()
+                .find(|i| i.name == TUNNEL_DEVICE)
+                .map(|i| i.index),
+            Err(e) => {
+                tracing::warn!("cannot list interfaces to find {TUNNEL_DEVICE}: {e}");
+                None
+            }
+        };
+    }
+
+    /// Records a refusal, logging it once (and again only if the reason changes):
+    /// refused routes are retried every [`RETRY`].
+    fn refused(&mut self, f: RouteFailure) {
+        if self.failures.get(&f.prefix).map(|old| &old.reason) != Some(&f.reason) {
+            tracing::warn!(prefix = %f.prefix, "the kernel refused to {} the route: {}", f.change, f.reason);
+        }
+        self.failures.insert(f.prefix, f);
+    }
+
     /// Brings the kernel in line with `wanted` for `prefixes`.
     async fn sync(&mut self, prefixes: &[IpNet]) {
+        self.find_tunnel(prefixes).await;
         let mut changes = Vec::new();
+        let mut no_tunnel = Vec::new();
         for p in prefixes {
-            match (self.wanted.get(p), self.kernel.get(p)) {
-                (Some(w), Some(k)) if same(w, k) => {}
-                (Some(w), Some(_)) => changes.push(RouteChange::Replace(w.clone())),
+            let resolved = match (self.wanted.get(p), self.tunnel) {
+                (Some(w), Some(i)) if needs_tunnel(w) => Some(through(w, i)),
+                (Some(w), None) if needs_tunnel(w) => {
+                    no_tunnel.push(*p);
+                    continue;
+                }
+                (w, _) => w.cloned(),
+            };
+            match (resolved, self.kernel.get(p)) {
+                (Some(w), Some(k)) if same(&w, k) => {}
+                (Some(w), Some(_)) => changes.push(RouteChange::Replace(w)),
                 // Not ours in the kernel yet: add without replacing, so a route of
                 // another protocol with the same key (a connected subnet, an admin's
                 // static route) is refused by the kernel (EEXIST, reported) rather
                 // than overwritten.
-                (Some(w), None) => changes.push(RouteChange::Add(w.clone())),
+                (Some(w), None) => changes.push(RouteChange::Add(w)),
                 (None, Some(k)) if !self.grace || !self.adopted.contains(p) => {
                     changes.push(RouteChange::Delete {
                         prefix: *p,
@@ -304,6 +371,15 @@ impl<B: Backend> Task<B> {
                 }
                 _ => {}
             }
+        }
+        for prefix in no_tunnel {
+            self.refused(RouteFailure {
+                prefix,
+                change: "add",
+                reason: format!(
+                    "no {TUNNEL_DEVICE} device, and the IP pool asks for IPIP (load the ipip module; calico-node creates {TUNNEL_DEVICE})"
+                ),
+            });
         }
         if changes.is_empty() {
             return;
@@ -328,11 +404,7 @@ impl<B: Backend> Task<B> {
                     .get(&p)
                     .is_some_and(|f| f.reason.contains("(errno 3)"));
             if let (Some(f), false) = (failed.get(&p), already_gone) {
-                // Retried every RETRY: say it once, and again only if the reason changes.
-                if self.failures.get(&p).map(|old| &old.reason) != Some(&f.reason) {
-                    tracing::warn!(prefix = %p, "the kernel refused to {} the route: {}", f.change, f.reason);
-                }
-                self.failures.insert(p, f.clone());
+                self.refused(f.clone());
                 continue;
             }
             if self.failures.contains_key(&p) {
@@ -352,6 +424,8 @@ impl<B: Backend> Task<B> {
 
     /// Re-reads tern's routes from the kernel and brings it back in line.
     async fn resync(&mut self) {
+        // Interfaces may have changed too: look the tunnel up again when needed.
+        self.tunnel = None;
         let fresh: BTreeMap<IpNet, Route> = match self.backend.own_routes().await {
             Ok(r) => r.into_iter().map(|r| (r.prefix, r)).collect(),
             Err(e) => {
