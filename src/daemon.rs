@@ -510,6 +510,34 @@ async fn apply_origination(
     }
 }
 
+/// Pools changed (an `ipipMode` edit): every learnt route is handed to the FIB task
+/// again with the new encapsulation; it changes only those whose kernel form differs.
+async fn reprogram_learnt(
+    intent: &Intent,
+    speaker: &mpsc::Sender<SpeakerCommand>,
+    fib: &mpsc::Sender<FibMsg>,
+    table: u32,
+) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if speaker.send(SpeakerCommand::Routes(tx)).await.is_err() {
+        return;
+    }
+    let Ok(routes) = rx.await else {
+        return;
+    };
+    let encap = intent.encapsulation();
+    let want: Vec<_> = routes
+        .iter()
+        .filter(|(p, _)| !intent.originated.contains_key(p))
+        .filter_map(|(p, best)| {
+            convert::kernel_route(*p, best, table, &encap).map(|r| (*p, Some(r)))
+        })
+        .collect();
+    if !want.is_empty() {
+        let _ = fib.send(FibMsg::Want(want)).await;
+    }
+}
+
 /// Applies a later diff: prefixes live; session changes are recorded and logged.
 async fn apply_diff(
     d: &IntentDiff,
@@ -525,6 +553,9 @@ async fn apply_diff(
         return;
     }
     apply_origination(d, intent, speaker, fib, table).await;
+    if d.policy_changed && cfg.fib.enabled {
+        reprogram_learnt(intent, speaker, fib, table).await;
+    }
     let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
     for a in &d.peers_removed {
         tracing::info!(peer = %a, "peer removed from the configuration: closing its session");

@@ -81,6 +81,7 @@ struct Rig {
     tor: Netns,
     socket: PathBuf,
     log_path: PathBuf,
+    cluster: PathBuf,
     bird: Peer,
     _tern: Daemon,
     _tmp: tempfile::TempDir,
@@ -133,6 +134,7 @@ impl Rig {
             tor,
             socket,
             log_path,
+            cluster: dir.join("cluster.yaml"),
             bird,
             _tern: tern,
             _tmp: tmp,
@@ -432,4 +434,24 @@ fn ipip_pools_route_through_tunl0_onlink_once_it_exists() {
     assert!(rig.findings("route-refused", "198.18.").is_empty());
     let fib = rig.cli(&["fib"]);
     assert_eq!(fib["missing"].as_array().map(Vec::len), Some(0), "{fib}");
+
+    // The pool is edited to Never: its installed route is re-programmed plainly.
+    let text = ok(std::fs::read_to_string(&rig.cluster));
+    ok(std::fs::write(
+        &rig.cluster,
+        text.replace("ipipMode: Always", "ipipMode: Never"),
+    ));
+    if wait_for(
+        "the edited pool's route in the clear",
+        Duration::from_secs(20),
+        || plain("198.18.16.0/26"),
+    )
+    .is_err()
+    {
+        panic!("{:?}\n{}", rig.route("198.18.16.0/26"), rig.log());
+    }
+    assert!(
+        tunnelled("198.18.33.0/26", "203.0.113.77"),
+        "the other pool is untouched"
+    );
 }
