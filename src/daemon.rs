@@ -175,6 +175,24 @@ fn start_fib(
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let fib = tern_fib::windows::WindowsFib::new(dir.join("routes.record"))
             .map_err(|e| format!("cannot open the Windows FIB: {e}"))?;
+        // IP Helper's callbacks tell the FIB task what the Linux watcher tells it: a
+        // row gone (put tern's back) or a change only a re-read can tell.
+        let news = Arc::clone(&r);
+        match tern_fib::windows::notify::watch(move |e| match e {
+            tern_fib::windows::notify::WatchEvent::RouteRemoved(p) => news.removed(p),
+            tern_fib::windows::notify::WatchEvent::Resync => news.resync(),
+        }) {
+            // Kept for the daemon's life: dropping it would end the notifications.
+            Ok(w) => {
+                tokio::spawn(async move {
+                    let _watch = w;
+                    std::future::pending::<()>().await
+                });
+            }
+            Err(e) => tracing::warn!(
+                "cannot watch the route table ({e}); routes removed by others come back only at restart"
+            ),
+        }
         tokio::spawn(fib_task::run(fib, rx, r));
     }
     #[cfg(not(any(target_os = "linux", windows)))]

@@ -18,6 +18,7 @@ const ALLOWED: &[(&str, &str)] = &[
         "SO_RCVBUF and SO_ATTACH_FILTER on the netlink socket",
     ),
     ("fib/src/windows/iphlp.rs", "IP Helper calls"),
+    ("fib/src/windows/notify.rs", "IP Helper change callbacks"),
     (
         "src/control/server.rs",
         "geteuid; the named pipe's security descriptor",
@@ -99,7 +100,7 @@ fn undocumented(text: &str) -> Vec<usize> {
         let documented = lines[i.saturating_sub(SAFETY_REACH)..=i]
             .iter()
             .any(|l| l.contains("SAFETY:"))
-            || (c.contains("unsafe fn")
+            || ((c.contains("unsafe fn") || (c.contains("unsafe extern") && c.contains(" fn ")))
                 && lines[i.saturating_sub(DOC_REACH)..i]
                     .iter()
                     .any(|l| l.trim_start().starts_with("/// # Safety")));
@@ -175,4 +176,10 @@ fn the_audit_catches_what_it_should() {
     assert_eq!(undocumented(imp), vec![8]);
     let doc = "/// Does g.\n///\n/// # Safety\n/// `p` is live.\nunsafe fn g(p: *const u8) {}\n";
     assert!(undocumented(doc).is_empty());
+    let callback = "/// # Safety\n/// live.\nunsafe extern \"system\" fn cb(p: *const u8) {}\n";
+    assert!(undocumented(callback).is_empty());
+    assert_eq!(
+        undocumented("\n\n\n\n\n\n\n\n\nunsafe extern \"C\" fn cb() {}\n"),
+        vec![10]
+    );
 }

@@ -60,7 +60,8 @@ impl Backend for tern_fib::windows::WindowsFib {
 #[derive(Debug, Default)]
 pub struct KernelNews {
     /// The FIB's netlink port id (0: unknown), so the watcher can leave out the
-    /// notifications of the FIB's own changes (Linux only).
+    /// notifications of the FIB's own changes (Linux only; on Windows IP Helper's
+    /// callbacks report through `removed` and `resync`).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub own_port: std::sync::atomic::AtomicU32,
     removed: std::sync::Mutex<Vec<IpNet>>,
@@ -68,8 +69,9 @@ pub struct KernelNews {
     notify: Notify,
 }
 
-// Only the Linux watcher reports news; elsewhere the FIB task just never hears any.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+// The Linux watcher and the Windows callbacks report news; elsewhere the FIB task just
+// never hears any.
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
 impl KernelNews {
     /// A route of tern's protocol left the kernel.
     pub fn removed(&self, prefix: IpNet) {

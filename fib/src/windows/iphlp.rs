@@ -77,7 +77,7 @@ impl WindowsFib {
     }
 }
 
-fn reason(call: &str, code: WIN32_ERROR) -> String {
+pub(super) fn reason(call: &str, code: WIN32_ERROR) -> String {
     // std's text for a raw OS error comes from FormatMessageW.
     let os = std::io::Error::from_raw_os_error(code as i32).to_string();
     convert::win32_reason(call, code, &os)
@@ -178,7 +178,7 @@ unsafe fn get_table<T: MibTable>(
 }
 
 /// The address in a SOCKADDR_INET (`None` for other families).
-fn from_sockaddr(a: &SOCKADDR_INET) -> Option<IpAddr> {
+pub(super) fn from_sockaddr(a: &SOCKADDR_INET) -> Option<IpAddr> {
     // SAFETY: si_family overlays the family field of both members, and IP Helper
     // writes the member the family names; every bit pattern of either member is valid.
     unsafe {

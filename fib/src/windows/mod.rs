@@ -8,7 +8,8 @@
 //! through a row-call trait (make before break, undo of a refused change); [`record`]
 //! keeps the file listing the rows tern created (Windows cannot tell them apart from an
 //! administrator's). All three are compiled and tested everywhere. `iphlp` (Windows
-//! only) makes the calls and provides `WindowsFib`.
+//! only) makes the calls and provides `WindowsFib`; [`notify`] turns IP Helper's change
+//! callbacks into the events the daemon acts on.
 
 pub mod batch;
 pub mod convert;
@@ -16,6 +17,7 @@ pub mod convert;
 mod fixtures;
 #[cfg(windows)]
 mod iphlp;
+pub mod notify;
 pub mod record;
 
 #[cfg(windows)]
