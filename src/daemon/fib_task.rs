@@ -49,8 +49,8 @@ impl Backend for tern_fib::memory::MemoryFib {
 
 #[cfg(windows)]
 impl Backend for tern_fib::windows::WindowsFib {
-    async fn resolve(&self, _addr: IpAddr) -> Option<Resolution> {
-        None
+    async fn resolve(&self, addr: IpAddr) -> Option<Resolution> {
+        self.route_to(addr)
     }
 }
 

@@ -11,10 +11,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
-use windows_sys::Win32::Foundation::{ERROR_NOT_FOUND, NO_ERROR, WIN32_ERROR};
+use windows_sys::Win32::Foundation::{
+    ERROR_NETWORK_UNREACHABLE, ERROR_NOT_FOUND, NO_ERROR, WIN32_ERROR,
+};
 use windows_sys::Win32::NetworkManagement::IpHelper::{
     ConvertInterfaceIndexToLuid, CreateIpForwardEntry2, DeleteIpForwardEntry2, FreeMibTable,
-    GetIfTable2, GetIpForwardTable2, GetIpNetTable2, GetUnicastIpAddressTable,
+    GetBestRoute2, GetIfTable2, GetIpForwardTable2, GetIpNetTable2, GetUnicastIpAddressTable,
     InitializeIpForwardEntry, SetIpForwardEntry2, MIB_IF_ROW2, MIB_IF_TABLE2, MIB_IPFORWARD_ROW2,
     MIB_IPFORWARD_TABLE2, MIB_IPNET_ROW2, MIB_IPNET_TABLE2, MIB_UNICASTIPADDRESS_ROW,
     MIB_UNICASTIPADDRESS_TABLE,
@@ -74,6 +76,51 @@ impl WindowsFib {
     /// The rows tern believes it created (some may since have been removed by others).
     pub fn record(&self) -> &Record {
         &self.record
+    }
+
+    /// How Windows reaches `addr` (GetBestRoute2, IP Helper's `ip route get`): the
+    /// gateway when the route has one, and the interface's name; `None` when there is
+    /// no route. `tern diagnose` asks this for each next hop. (ResolveIpNetEntry2 is
+    /// not used: it sends ARP / ND and blocks until an answer or a timeout, which would
+    /// hold diagnose seconds per silent next hop; the neighbour table's states,
+    /// GetIpNetTable2, already say INCOMPLETE or UNREACHABLE.)
+    pub fn route_to(&self, addr: IpAddr) -> Option<crate::diag::Resolution> {
+        best_route(addr).ok().flatten()
+    }
+}
+
+/// GetBestRoute2 for `addr`: `Ok(None)` when there is no route, `Err` when the call
+/// itself fails (the reason names the call and Windows' code).
+fn best_route(addr: IpAddr) -> Result<Option<crate::diag::Resolution>, String> {
+    {
+        let dst = to_sockaddr(addr);
+        let mut best = MIB_IPFORWARD_ROW2::default();
+        let mut source = SOCKADDR_INET::default();
+        // SAFETY: every pointer is to a live local for the duration of the call; the
+        // optional LUID and source address are null, as the call allows.
+        let rc = unsafe {
+            GetBestRoute2(
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                &dst,
+                0,
+                &mut best,
+                &mut source,
+            )
+        };
+        match rc {
+            NO_ERROR => {}
+            ERROR_NOT_FOUND | ERROR_NETWORK_UNREACHABLE => return Ok(None),
+            _ => return Err(reason("GetBestRoute2", rc)),
+        }
+        // An unspecified next hop means on-link: no gateway in between.
+        let gateway = from_sockaddr(&best.NextHop).filter(|g| !g.is_unspecified());
+        let interface = list_interfaces()
+            .ok()
+            .and_then(|l| l.into_iter().find(|i| i.index == best.InterfaceIndex))
+            .map_or_else(|| format!("interface {}", best.InterfaceIndex), |i| i.name);
+        Ok(Some(crate::diag::Resolution { gateway, interface }))
     }
 }
 

@@ -1,9 +1,11 @@
 //! Reads only: GetIpForwardTable2, GetIfTable2 and GetUnicastIpAddressTable, which Wine
 //! implements. No test here may reach a row-writing call (CreateIpForwardEntry2 and
 //! friends abort the process under Wine, and would change the host's routes on
-//! Windows), so `apply` and the neighbour table (not implemented by Wine 8) stay out.
+//! Windows), so `apply` and the neighbour table (not implemented by Wine 8) stay out;
+//! GetBestRoute2 runs where implemented (Wine 8 answers "not supported": skipped, said).
 
 use super::*;
+use windows_sys::Win32::Foundation::ERROR_NOT_SUPPORTED;
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     futures::executor::block_on(f)
@@ -63,4 +65,28 @@ fn interfaces_carry_names_and_the_addresses_of_the_host() {
     assert!(ifs.iter().all(|i| !i.name.is_empty()), "{ifs:?}");
     assert!(ifs.iter().any(|i| !i.addresses.is_empty()), "{ifs:?}");
     eprintln!("{ifs:#?}");
+}
+
+#[test]
+fn the_best_route_to_an_on_link_address_has_no_gateway_and_a_named_interface() {
+    // An address inside the host's first on-link IPv4 subnet; only looked up, no
+    // packet is sent.
+    let table = forward_table().unwrap_or_else(|e| panic!("{e}"));
+    let net = table
+        .rows()
+        .map(|r| r.key.prefix)
+        .find(|p| p.addr().is_ipv4() && (1..32).contains(&p.prefix_len()))
+        .unwrap_or_else(|| panic!("no on-link IPv4 subnet in {} rows", table.len()));
+    let inside = net.hosts().next().unwrap_or(net.addr());
+    match best_route(inside) {
+        Ok(Some(r)) => {
+            assert!(!r.interface.is_empty(), "{r:?}");
+        }
+        Ok(None) => panic!("no route to {inside} although {net} is in the table"),
+        // Wine 8 does not implement GetBestRoute2; real Windows must get here.
+        Err(e) if e.contains(&format!("Win32 error {ERROR_NOT_SUPPORTED}:")) => {
+            eprintln!("SKIP: GetBestRoute2 is not implemented here (Wine): {e}");
+        }
+        Err(e) => panic!("{e}"),
+    }
 }
