@@ -242,6 +242,9 @@ struct Peer {
     refreshes: Vec<Family>,
     /// Why we reset the session for passing a limit, said with its Down event.
     limit_reset: Option<String>,
+    /// RFC 7606 errors already reported this session (attribute code, subcode): each
+    /// kind is logged once with its bytes, not for every UPDATE a broken peer repeats.
+    malformed_seen: Vec<(u8, u8)>,
 }
 
 /// Starts the speaker; returns its command channel. Sessions start at once.
@@ -348,6 +351,7 @@ async fn start_peer(
         deferred: BTreeSet::new(),
         refreshes: Vec::new(),
         limit_reset: None,
+        malformed_seen: Vec::new(),
     })
 }
 
@@ -719,6 +723,7 @@ impl Task {
                     p.source = Some(source);
                     p.families = negotiated.families.clone();
                     p.eor_in.clear();
+                    p.malformed_seen.clear();
                     p.held = restarting.then(|| (*negotiated).clone());
                 }
                 if !restarting {
@@ -792,6 +797,17 @@ impl Task {
                 let Some(source) = p.source.clone() else {
                     return;
                 };
+                let mut first_seen = Vec::new();
+                for e in &update.errors {
+                    if !p.malformed_seen.contains(&(e.code, e.subcode)) {
+                        p.malformed_seen.push((e.code, e.subcode));
+                        let n = update.announced_count();
+                        let plural = if n == 1 { "" } else { "es" };
+                        first_seen.push(format!(
+                            "malformed UPDATE ({n} prefix{plural}): {e}; further ones like it this session are not logged"
+                        ));
+                    }
+                }
                 let local_as = p.cfg.local_as.unwrap_or(self.cfg.local_as);
                 let policy = ImportPolicy {
                     local_as,
@@ -802,6 +818,9 @@ impl Task {
                     cluster_id: self.cfg.cluster_id,
                     own: Arc::clone(&self.own),
                 };
+                for text in first_seen {
+                    let _ = self.events.send(SpeakerEvent::Rejected(peer, text)).await;
+                }
                 let end_of_rib = update.end_of_rib_family();
                 let (changes, rejected) = self.rib.import_update(&source, &update, &policy);
                 if let Some(r) = rejected {

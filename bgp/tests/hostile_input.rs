@@ -486,6 +486,38 @@ async fn rfc7606_malformed_updates() {
 // Header and OPEN errors.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_update_is_logged_once_with_its_bytes() {
+    let case = "malformed UPDATE log";
+    if !loopback_usable(case) {
+        return;
+    }
+    let tern = Tern::start(17947, vec![peer_config(10, OPEN_HOLD_TIME)]).await;
+    let mut p = Raw::establish(lo(10), tern.at, &good_open(10), case).await;
+    let bad_origin = [attr(WK, 1, &[0, 0]), as_path(&[65001]), next_hop(NH)].concat();
+    for c in [1, 2, 3] {
+        p.send(&update(&[], &good_attrs(), &v4(c))).await;
+        tern.present(&v4s(c), case).await;
+        p.send(&update(&[], &bad_origin, &v4(c))).await;
+        tern.absent(&v4s(c), case, "treat-as-withdraw").await;
+    }
+    let lines: Vec<String> = tern
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("rejected 127.0.0.10: malformed UPDATE"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "logged once per kind per session: {lines:?}"
+    );
+    assert_eq!(
+        lines[0],
+        "rejected 127.0.0.10: malformed UPDATE (1 prefix): ORIGIN length 2 is not 1 (RFC 7606 treat-as-withdraw); bytes: 40 01 02 00 00; further ones like it this session are not logged"
+    );
+    tern.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_and_open_errors() {
     if !loopback_usable("header_and_open_errors") {
         return;

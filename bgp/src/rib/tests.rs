@@ -270,6 +270,7 @@ fn withdrawals_treat_as_withdraw_and_changes() {
         action: crate::wire::ErrorAction::TreatAsWithdraw,
         subcode: 6,
         reason: "test".into(),
+        data: bytes::Bytes::new(),
     });
     let c = rib.apply_update(&a, &bad);
     assert_eq!(c.len(), 1);

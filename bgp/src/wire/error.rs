@@ -33,6 +33,29 @@ pub struct AttributeError {
     pub subcode: u8,
     /// What is wrong, for logs.
     pub reason: String,
+    /// The offending attribute as it was on the wire (flags, type, length, value),
+    /// for the log; empty when the problem is an absence or the list as a whole.
+    #[serde(serialize_with = "super::serde_hex")]
+    pub data: Bytes,
+}
+
+impl std::fmt::Display for AttributeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let action = match self.action {
+            ErrorAction::TreatAsWithdraw => "treat-as-withdraw",
+            ErrorAction::AttributeDiscard => "attribute discarded",
+            ErrorAction::SessionReset => "session reset",
+        };
+        write!(f, "{} (RFC 7606 {action})", self.reason)?;
+        if !self.data.is_empty() {
+            // At most 64 bytes: enough to identify it; a huge attribute is not echoed.
+            let shown = self.data.get(..64).unwrap_or(&self.data);
+            let hex: Vec<String> = shown.iter().map(|b| format!("{b:02x}")).collect();
+            let more = if self.data.len() > 64 { " …" } else { "" };
+            write!(f, "; bytes: {}{more}", hex.join(" "))?;
+        }
+        Ok(())
+    }
 }
 
 /// A message that cannot be used at all: the session must be reset with

@@ -149,6 +149,7 @@ impl Update {
             action: ErrorAction::TreatAsWithdraw,
             subcode: update_subcode::INVALID_NEXT_HOP,
             reason: format!("NEXT_HOP {nh} is not a unicast host address"),
+            data: whole_attribute(attr_flags::TRANSITIVE, attr::NEXT_HOP, &nh.octets()),
         });
     }
 
@@ -179,6 +180,7 @@ impl Update {
                 action: ErrorAction::TreatAsWithdraw,
                 subcode: update_subcode::MISSING_WELL_KNOWN,
                 reason: format!("well-known attribute {} is missing", attr_name(code)),
+                data: Bytes::new(),
             });
         }
     }
@@ -266,6 +268,7 @@ fn decode_attributes(data: Bytes, opts: &CodecOptions, u: &mut Update) -> Result
                 action: ErrorAction::AttributeDiscard,
                 subcode: update_subcode::MALFORMED_ATTRIBUTE_LIST,
                 reason: format!("{} appears twice; later copies discarded", attr_name(code)),
+                data: whole_attribute(flags, code, &value),
             });
             continue;
         }
@@ -308,6 +311,7 @@ fn decode_attributes(data: Bytes, opts: &CodecOptions, u: &mut Update) -> Result
                                     action: ErrorAction::TreatAsWithdraw,
                                     subcode: update_subcode::OPTIONAL_ATTRIBUTE,
                                     reason: format!("MP_REACH_NLRI {}", e),
+                                    data: whole_attribute(flags, code, &value),
                                 });
                             }
                             u.mp_reach = Some(p.reach);
@@ -349,6 +353,7 @@ fn decode_attributes(data: Bytes, opts: &CodecOptions, u: &mut Update) -> Result
                     action,
                     subcode,
                     reason,
+                    data: whole_attribute(flags, code, &value),
                 });
             }
         }
@@ -363,6 +368,7 @@ fn list_error(reason: &str) -> AttributeError {
         action: ErrorAction::TreatAsWithdraw,
         subcode: update_subcode::MALFORMED_ATTRIBUTE_LIST,
         reason: reason.to_string(),
+        data: Bytes::new(),
     }
 }
 

@@ -89,6 +89,7 @@ impl Tern {
                     SpeakerEvent::PeerUp(a, _) => format!("up {}", a.ip()),
                     SpeakerEvent::PeerDown(a, why) => format!("down {}: {why}", a.ip()),
                     SpeakerEvent::Refused(a) => format!("refused {}", a.ip()),
+                    SpeakerEvent::Rejected(a, why) => format!("rejected {}: {why}", a.ip()),
                     _ => continue,
                 };
                 if let Ok(mut v) = l.lock() {
