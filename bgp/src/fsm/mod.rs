@@ -542,6 +542,12 @@ impl Session {
             out.push(Action::StopTimer(t));
         }
         let was_up = self.established_at.take();
+        // An established session whose connection simply went (the peer's process
+        // died or restarted) is what graceful restart is for: its routes are kept for
+        // the restart time, so reconnecting must never wait longer than that. A
+        // crash-looping pod would otherwise double the wait at each crash until it
+        // outlasts the restart time and the node's routes are withdrawn.
+        let peer_went = was_up.is_some() && reason == DownReason::ConnectionLost;
         out.push(Action::Down(reason));
         self.set(out, State::Idle);
         self.buf.clear();
@@ -551,8 +557,8 @@ impl Session {
             return;
         }
         // DampPeerOscillations: back off while the peer keeps failing; a session that
-        // stayed up a while starts the back-off over.
-        if was_up.is_some_and(|t| now.saturating_duration_since(t) >= STABLE) {
+        // stayed up a while, or whose peer went away (above), starts it over.
+        if peer_went || was_up.is_some_and(|t| now.saturating_duration_since(t) >= STABLE) {
             self.next_idle_hold = self.cfg.idle_hold;
         }
         let idle = self.next_idle_hold.max(std::mem::take(&mut self.hold_down));

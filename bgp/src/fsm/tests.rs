@@ -421,6 +421,35 @@ fn a_limit_reset_sends_cease_1_and_holds_the_session_down() {
 }
 
 #[test]
+fn a_peer_that_keeps_restarting_is_not_backed_off() {
+    // A crash-looping peer: each session is established, then the connection drops.
+    // Its routes are kept under graceful restart, so the wait before reconnecting
+    // must stay at the shortest idle hold however often it happens.
+    let t0 = Instant::now();
+    let mut s = established(t0);
+    for crash in 0..6 {
+        let a = s.handle(Event::TcpFailed, t0);
+        assert!(a.contains(&Action::Down(DownReason::ConnectionLost)));
+        assert_eq!(
+            timer(&a, Timer::IdleHold),
+            Some(Duration::from_secs(1)),
+            "crash {crash}"
+        );
+        s.handle(Event::TimerExpired(Timer::IdleHold), t0);
+        s.handle(Event::TcpConnected, t0);
+        s.handle(Event::Received(default_peer_open()), t0);
+        s.handle(Event::Received(keepalive()), t0);
+        assert_eq!(s.state(), State::Established);
+    }
+    // A failure before Established still backs off (the next one waits longer).
+    s.handle(Event::TcpFailed, t0);
+    s.handle(Event::TimerExpired(Timer::IdleHold), t0);
+    s.handle(Event::TcpConnected, t0);
+    let a = s.handle(Event::Received(peer_open(64999, 90, vec![])), t0);
+    assert_eq!(timer(&a, Timer::IdleHold), Some(Duration::from_secs(2)));
+}
+
+#[test]
 fn flapping_peers_back_off_exponentially_and_recover() {
     let t0 = Instant::now();
     let mut s = Session::new(cfg());
