@@ -288,8 +288,12 @@ fn kill_9_during_a_full_table_transfer_loses_nothing_and_leaves_nothing_stale() 
 }
 
 /// 30 % of the BGP packets dropped each way (nftables at tern): a table still arrives
-/// whole in the RIB and the kernel, and is withdrawn whole. TCP's back-off makes the
-/// time vary widely (see the README's figures); the timeout is far above the worst seen.
+/// whole in the RIB and the kernel, and is withdrawn whole. TCP's minimum
+/// retransmission timeout is lowered to 10 ms on the link: with the kernel's 200 ms,
+/// the doubling back-off made 1 run in 20 take 31 s to deliver and 148 s to withdraw
+/// (a hold-timer reset included), too close to any timeout CI can afford. With 10 ms,
+/// 30 release runs took at most 7.9 s to bring the session up, 5.7 s to deliver and
+/// 8.7 s to withdraw; the timeout (180 s per phase) is 20 times that.
 #[test]
 fn thirty_percent_loss_delivers_and_withdraws_the_whole_table() {
     let test = "thirty_percent_loss";
@@ -327,4 +331,59 @@ fn thirty_percent_loss_delivers_and_withdraws_the_whole_table() {
 }
 
 /// Prefixes of the lossy-session test.
-const LOSS_PREFIXES: usize = 20_000;
+const LOSS_PREFIXES: usize = 2000;
+
+/// A node whose tern crashes and restarts several times in a row must not be shut out
+/// by its peers: each restart is a graceful restart (its routes kept for the restart
+/// time, 6 s here), so each peer must take the new session within that time, or the
+/// node's block leaves every FIB although its tern is back.
+///
+/// Fails today: tern's FSM backs off (idle hold 1 s doubling to 120 s,
+/// DampPeerOscillations) for a peer whose sessions keep dying within 60 s, and refuses
+/// that peer's connections meanwhile; from the fourth quick crash on, the back-off
+/// (8 s) outlasts the 6 s restart time (found by the soak, where it reached 64 and
+/// 120 s). Ignored until the FSM skips the back-off for a peer it keeps routes for
+/// under graceful restart (see the README); run with `--ignored`.
+#[test]
+#[ignore = "bug: idle-hold back-off outlasts graceful restart (bgp/src/fsm); see README"]
+fn a_peer_that_crashes_repeatedly_is_taken_back_within_its_restart_time() {
+    use tern_interop::lab::{Lab, LabSpec};
+    let test = "repeated_crash";
+    if !can_run(test, &[]) {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let mut spec = LabSpec::new("t9r-", tmp.path(), std::path::Path::new(TERN), 3);
+    spec.restart_time = Some(6);
+    spec.mesh_hold = Some(6);
+    let mut lab = Lab::up(spec).expect("lab");
+    lab.wait_converged(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (block, via) = {
+        let n = lab.node(3).expect("node-3");
+        (n.block_v4.clone(), n.v4.clone())
+    };
+    let has_block = |lab: &Lab| lab.routes(1).is_ok_and(|r| r.via(&block, &via));
+    for crash in 1..=6 {
+        lab.kill_tern(3);
+        lab.start_tern(3).expect("start node-3");
+        let t = Instant::now();
+        // Back when node-1 and node-3 both see every session Established.
+        loop {
+            assert!(
+                has_block(&lab),
+                "crash {crash}: node-3's block left node-1 {:.1} s after the restart\n{}",
+                t.elapsed().as_secs_f64(),
+                lab.tern_log(1)
+            );
+            if lab.not_converged().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!(
+            "[fault] crash {crash} of node-3: taken back after {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+}

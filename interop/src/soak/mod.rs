@@ -555,9 +555,19 @@ fn cycles(
             v
         };
         let wait = REST.saturating_sub(ready(&rested, victim));
-        if !wait.is_zero() {
-            std::thread::sleep(wait.min(opts.duration.saturating_sub(t0.elapsed())));
+        let left = opts.duration.saturating_sub(t0.elapsed());
+        if wait > left {
+            // No flap fits in the time left: churn only, until the end.
+            report.cycles = cycle;
+            progress(&format!(
+                "{:>6.0} s  cycle {cycle}: churn seen everywhere in {took:.1} s (no flap: every candidate flapped less than {} s ago)",
+                t0.elapsed().as_secs_f64(),
+                REST.as_secs()
+            ));
+            std::thread::sleep(left.min(Duration::from_secs(5)));
+            continue;
         }
+        std::thread::sleep(wait);
         let what = if cycle % 2 == 1 {
             lab.kill_tern(victim);
             refresh(pids, lab);
