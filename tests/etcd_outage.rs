@@ -343,7 +343,8 @@ fn etcd_outage_while_the_intent_changes_loses_nothing() {
         down.elapsed().as_secs_f64()
     );
     let (_, status) = a.cli(&["status"]);
-    eprintln!("[etcd] tern status while etcd is down:\n{status}");
+    let (_, diagnose) = a.cli(&["diagnose"]);
+    eprintln!("[etcd] tern status and diagnose while etcd is down:\n{status}\n{diagnose}");
     while down.elapsed() < Duration::from_secs(20) {
         // node-b's new block may or may not have reached the terns before the kill.
         let mut a_now = a.routes();

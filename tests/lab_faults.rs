@@ -198,7 +198,8 @@ fn kill_9_during_a_full_table_transfer_loses_nothing_and_leaves_nothing_stale() 
     let mut rib_seen = None;
     loop {
         let added = rig.watch.get().added as usize;
-        if rib_seen.is_none() && added >= N / 10 {
+        // tern's own count once the first routes reach the kernel: the RIB is filling.
+        if rib_seen.is_none() && added >= 1 {
             rib_seen = rig.dut.rib_count().ok();
         }
         if added >= N / 5 {
@@ -217,7 +218,7 @@ fn kill_9_during_a_full_table_transfer_loses_nothing_and_leaves_nothing_stale() 
     let before = kernel_routes(&rig.dut_ns);
     let rib = rib_seen.unwrap_or(0) as usize;
     eprintln!(
-        "[fault] SIGKILL {:.2} s into the transfer: RIB had {rib} of {N} (at 10 % in the kernel), kernel holds {} of {N}",
+        "[fault] SIGKILL {:.2} s into the transfer: RIB had {rib} of {N} (when the first routes reached the kernel), kernel holds {} of {N}",
         killed_after.as_secs_f64(),
         before.len()
     );
@@ -226,7 +227,10 @@ fn kill_9_during_a_full_table_transfer_loses_nothing_and_leaves_nothing_stale() 
         "not killed mid-transfer: {} of {N} routes in the kernel",
         before.len()
     );
-    assert!(rib < N, "the RIB was already full when polled: {rib}");
+    assert!(
+        rib > 0 && rib < N,
+        "the RIB was not filling when polled: {rib}"
+    );
     assert!(before.is_subset(&all), "routes that the peer never sent");
     let c0 = rig.watch.get();
 
