@@ -8,6 +8,8 @@
 #   ./test.sh --bench       also run the codec benchmarks (figures in README)
 #   ./test.sh --lab-bench   also run tern against BIRD, FRR and GoBGP (scripts/bench.sh,
 #                           about 30 min; the README's benchmark table)
+#   ./test.sh --soak [MIN]  also run the soak for MIN minutes (default 20): a 10-node lab
+#                           under churn and flaps, RSS and CPU sampled (scripts/soak.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,13 +17,16 @@ fuzz_secs=0
 bench=0
 lab_bench=0
 audit=0
+soak_min=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --fuzz) fuzz_secs="${2:?--fuzz needs seconds}"; shift 2 ;;
     --bench) bench=1; shift ;;
     --lab-bench) lab_bench=1; shift ;;
     --audit) audit=1; shift ;;
-    *) echo "usage: ./test.sh [--fuzz SECS] [--bench] [--lab-bench] [--audit]" >&2; exit 2 ;;
+    --soak)
+      if [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]]; then soak_min="$2"; shift 2; else soak_min=20; shift; fi ;;
+    *) echo "usage: ./test.sh [--fuzz SECS] [--bench] [--lab-bench] [--audit] [--soak [MINUTES]]" >&2; exit 2 ;;
   esac
 done
 
@@ -92,6 +97,11 @@ fi
 if [ $lab_bench = 1 ]; then
   step "tern vs BIRD, FRR, GoBGP (scripts/bench.sh)"
   scripts/bench.sh
+fi
+
+if [ "$soak_min" != 0 ]; then
+  step "soak: 10 nodes under churn and flaps for ${soak_min} min (scripts/soak.sh)"
+  scripts/soak.sh "$soak_min"
 fi
 
 step "all tests passed in $(( $(date +%s) - start ))s"

@@ -46,6 +46,7 @@ fn bench_runs_every_daemon_on_a_small_load() {
         poll: Duration::from_millis(50),
         timeout: Duration::from_secs(90),
         loss_percent: 0,
+        rto_min_ms: None,
     };
     let runs = bench::run_all(&opts, |r| eprintln!("{r:?}"));
     let failed: Vec<String> = runs
@@ -128,6 +129,7 @@ fn tern_takes_a_full_table_over_a_lossy_session() {
         poll: Duration::from_millis(100),
         timeout: Duration::from_secs(180),
         loss_percent: 5,
+        rto_min_ms: None,
     };
     let runs = bench::run_all(&opts, |r| eprintln!("{r:?}"));
     let r = &runs[0];

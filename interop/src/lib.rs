@@ -13,6 +13,8 @@ pub mod bench;
 #[cfg(target_os = "linux")]
 pub mod capture;
 #[cfg(target_os = "linux")]
+pub mod etcd;
+#[cfg(target_os = "linux")]
 pub mod lab;
 #[cfg(target_os = "linux")]
 pub mod netns;
@@ -20,6 +22,8 @@ pub mod netns;
 pub mod peers;
 #[cfg(target_os = "linux")]
 pub mod process;
+#[cfg(target_os = "linux")]
+pub mod soak;
 
 /// Errors of the harness; each names the command or namespace that failed.
 #[derive(Debug, thiserror::Error)]

@@ -406,6 +406,19 @@ impl Dut {
         self.sink = None;
     }
 
+    /// Kills it at once (SIGKILL, by PID), as a crash would; the kernel routes stay.
+    pub fn kill(&mut self) {
+        while let Some(mut d) = self.procs.pop() {
+            d.kill();
+        }
+        self.sink = None;
+    }
+
+    /// What it was started with.
+    pub fn spec(&self) -> &DutSpec {
+        &self.spec
+    }
+
     /// Starts it again after [`Dut::stop`], in recovery mode.
     pub fn restart(&mut self, ns: &Netns) -> Result<()> {
         self.stop();

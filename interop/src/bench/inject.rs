@@ -62,6 +62,9 @@ pub struct FeedPeer {
     pub churn_out: Bytes,
     /// UPDATEs announcing the churn set again.
     pub churn_in: Bytes,
+    /// UPDATEs announcing the table without the churn set (what a fresh session gets
+    /// while the churn set is out).
+    pub announce_base: Bytes,
     /// Prefixes in the table.
     pub prefixes: usize,
 }
@@ -137,6 +140,15 @@ impl FeedPeer {
         pack::announcements(&attrs, family, &next_hop, churn_nlri, &opts, &mut out)
             .map_err(enc("churn"))?;
         let churn_in = concat(&out);
+        let announce_base = if churn == 0 {
+            announce.clone()
+        } else {
+            out.clear();
+            let base = nlri.get(..nlri.len().saturating_sub(churn)).unwrap_or(&[]);
+            pack::announcements(&attrs, family, &next_hop, base, &opts, &mut out)
+                .map_err(enc("announcements"))?;
+            concat(&out)
+        };
         let end_of_rib = Message::Update(Update::end_of_rib(family))
             .encode(&opts)
             .map_err(enc("End-of-RIB"))?;
@@ -149,6 +161,7 @@ impl FeedPeer {
             withdraw,
             churn_out,
             churn_in,
+            announce_base,
             prefixes: table.len(),
         })
     }
@@ -160,7 +173,7 @@ impl FeedPeer {
             (a, b) if a == b => vec![],
             (_, Idle) => vec![],
             (Idle | Empty, Full) => vec![&self.announce],
-            (Idle | Empty, ChurnOut) => vec![&self.announce, &self.churn_out],
+            (Idle | Empty, ChurnOut) => vec![&self.announce_base],
             (Idle, Empty) => vec![],
             (Full | ChurnOut, Empty) => vec![&self.withdraw],
             (Full, ChurnOut) => vec![&self.churn_out],
@@ -590,4 +603,50 @@ async fn sock_connect(src: IpAddr, peer: IpAddr) -> std::io::Result<TcpStream> {
     };
     sock.bind(SocketAddr::new(src, 0))?;
     sock.connect(SocketAddr::new(peer, 179)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(stream: &Bytes) -> (usize, usize) {
+        let mut buf = BytesMut::from(&stream[..]);
+        let (mut ann, mut wd) = (0, 0);
+        while let Ok(Some(len)) = wire::frame_len(&buf, wire::MAX_EXTENDED_MESSAGE_LEN) {
+            let frame = buf.split_to(len).freeze();
+            if let Ok(Message::Update(u)) = Message::decode(frame, &CodecOptions::modern()) {
+                ann += u.announced_count();
+                wd += u.withdrawn_count();
+            }
+        }
+        (ann, wd)
+    }
+
+    #[test]
+    fn a_fresh_session_in_churn_out_gets_only_the_base_table() {
+        let table: Vec<IpNet> = (0..100u32)
+            .map(|i| IpNet::new(IpAddr::V4(Ipv4Addr::from(0xc612_0000 + i)), 32).unwrap())
+            .collect();
+        let p = FeedPeer::build(
+            IpAddr::V4(Ipv4Addr::new(198, 51, 100, 100)),
+            Ipv4Addr::new(198, 51, 100, 100),
+            65001,
+            true,
+            &table,
+            30,
+        )
+        .unwrap();
+        let sent = |from, to| {
+            p.transition(from, to)
+                .into_iter()
+                .map(count)
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        assert_eq!(sent(Phase::Idle, Phase::ChurnOut), (70, 0));
+        assert_eq!(sent(Phase::Idle, Phase::Full), (100, 0));
+        assert_eq!(sent(Phase::Full, Phase::ChurnOut), (0, 30));
+        assert_eq!(sent(Phase::ChurnOut, Phase::Full), (30, 0));
+        let all = FeedPeer::build(p.address, p.router_id, 65001, true, &table, 0).unwrap();
+        assert_eq!(all.announce_base, all.announce);
+    }
 }

@@ -1,7 +1,8 @@
 //! `tern-lab`: builds and drives labs of network namespaces: `up` a Calico-style cluster
 //! (tern nodes, pods, a ToR), `status`, `ping` (every pod to every pod), `down`; and
 //! `capture`, which records BIRD 2, GoBGP and FRR talking BGP (the codec's fixtures);
-//! `bench`, which runs tern, BIRD, FRR and GoBGP side by side on the same load.
+//! `bench`, which runs tern, BIRD, FRR and GoBGP side by side on the same load;
+//! `soak`, which keeps a lab under churn and flaps for minutes while sampling memory.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -119,10 +120,39 @@ struct Bench {
     /// (nftables), to see it converge over a lossy session.
     #[arg(long, default_value_t = 0)]
     loss: u8,
+    /// TCP's minimum retransmission timeout on the link, ms (default: the kernel's 200).
+    #[arg(long)]
+    rto_min_ms: Option<u32>,
+}
+
+#[derive(Args)]
+struct Soak {
+    /// Minutes of churn and flaps.
+    #[arg(long, default_value_t = 20.0)]
+    minutes: f64,
+    /// Nodes (tern, in a node-to-node mesh with a BIRD ToR).
+    #[arg(long, default_value_t = 10)]
+    nodes: usize,
+    /// Seconds between two readings of every tern's RSS and CPU.
+    #[arg(long, default_value_t = 5.0)]
+    sample_secs: f64,
+    /// Directory for configs, logs and soak.csv.
+    #[arg(long, default_value = "/tmp/tern-soak")]
+    dir: PathBuf,
+    /// Prefix of the namespace names.
+    #[arg(long, default_value = "soak-")]
+    prefix: String,
+    /// The tern binary (default: next to tern-lab, then PATH).
+    #[arg(long)]
+    tern: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Keep a lab of N tern nodes under churn and session flaps for minutes, sampling
+    /// every tern's RSS and CPU; check every route and pod at the end and that memory
+    /// stayed flat (ASCII chart; every sample in soak.csv).
+    Soak(Soak),
     /// Run tern and BIRD / FRR / GoBGP on the same scenarios, alternating, and print
     /// median (min–max) figures with tern's ratio against the best of the others.
     Bench(Bench),
@@ -160,6 +190,7 @@ fn main() -> ExitCode {
             Command::Down(w) => linux::down(&w),
             Command::Capture { out, prefix } => linux::capture(&out, &prefix),
             Command::Bench(b) => linux::bench(b),
+            Command::Soak(a) => linux::soak(a),
         }
     }
     #[cfg(not(target_os = "linux"))]
@@ -178,7 +209,56 @@ mod linux {
     use tern_interop::lab::{self, state, LabSpec, NodeKind, Topology};
     use tern_interop::peers::{self, Kind};
 
-    use super::{Bench, Tor, Up, Where};
+    use super::{Bench, Soak, Tor, Up, Where};
+
+    pub fn soak(a: Soak) -> ExitCode {
+        use tern_interop::soak::{self, SoakOpts};
+        let left = state::namespaces_with_prefix(&a.prefix);
+        if !left.is_empty() {
+            eprintln!(
+                "tern-lab soak: namespaces named {}* exist ({}); remove them with `tern-lab down --prefix {}`",
+                a.prefix,
+                left.join(" "),
+                a.prefix
+            );
+            return ExitCode::FAILURE;
+        }
+        if !(a.minutes > 0.0 && a.sample_secs > 0.0) {
+            eprintln!("tern-lab soak: --minutes and --sample-secs must be positive");
+            return ExitCode::from(2);
+        }
+        let opts = SoakOpts {
+            prefix: a.prefix,
+            dir: a.dir.clone(),
+            tern: a.tern.unwrap_or_else(lab::find_tern),
+            nodes: a.nodes,
+            duration: Duration::from_secs_f64(a.minutes * 60.0),
+            sample_every: Duration::from_secs_f64(a.sample_secs),
+        };
+        eprintln!(
+            "tern-lab soak: {} nodes for {} min, tern is {}",
+            opts.nodes,
+            a.minutes,
+            opts.tern.display()
+        );
+        let report = match soak::run(&opts, |line| eprintln!("  {line}")) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("tern-lab soak: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        print!("{}", report.render());
+        println!("every sample: {}", a.dir.join("soak.csv").display());
+        let failures = report.failures();
+        if failures.is_empty() {
+            println!("soak passed");
+            ExitCode::SUCCESS
+        } else {
+            println!("soak FAILED:\n  {}", failures.join("\n  "));
+            ExitCode::FAILURE
+        }
+    }
 
     pub fn bench(b: Bench) -> ExitCode {
         use tern_interop::bench::{self, dut::DutKind, report, BenchOpts, Scenario};
@@ -220,6 +300,7 @@ mod linux {
             poll: Duration::from_millis(b.poll_ms.max(1)),
             timeout: Duration::from_secs(b.timeout),
             loss_percent: b.loss,
+            rto_min_ms: b.rto_min_ms,
         };
         eprintln!(
             "tern-lab bench: {} scenario(s) × {} daemon(s) × {} rep(s); tern is {}",

@@ -342,6 +342,14 @@ impl Lab {
         }
     }
 
+    /// The process id of node `index`'s tern, while it runs.
+    pub fn tern_pid(&self, index: usize) -> Option<u32> {
+        self.terns
+            .get(index.wrapping_sub(1))
+            .and_then(|t| t.as_ref())
+            .and_then(Daemon::pid)
+    }
+
     /// The spec it was built from.
     pub fn spec(&self) -> &LabSpec {
         &self.spec
