@@ -458,6 +458,9 @@ fn on_store_event(
                 return None;
             };
             s.snapshots += 1;
+            if s.datastore_error.take().is_some() {
+                tracing::info!("datastore readable again");
+            }
             match result {
                 Ok(accepted) => {
                     for w in &accepted.warnings {
@@ -485,6 +488,9 @@ fn on_store_event(
             if let Ok(mut s) = state.lock() {
                 if s.intent.is_none() {
                     s.config_error = Some(format!("datastore unavailable: {why}"));
+                } else if s.datastore_error.is_none() {
+                    let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+                    s.datastore_error = Some(format!("since {since}: {why}"));
                 }
             }
             None

@@ -5,8 +5,8 @@
 //! 1. a new block for node-b is written and etcd is killed (SIGKILL) right after;
 //! 2. for 20 s without etcd nothing may change: no kernel route deleted on either
 //!    node, no session reset, the ToR keeps every block, pods keep answering, and each
-//!    tern says the datastore is unavailable (its log; `tern status` has no field for
-//!    it once an intent is in force);
+//!    tern says the datastore is unavailable (its log, and `tern status` in text and
+//!    in JSON, `daemon.datastore_error`), which it stops saying once etcd is back;
 //! 3. etcd comes back and at once a block of node-a is withdrawn and another added:
 //!    every node and the ToR end with exactly the new intent (node-b's block from
 //!    before the crash included), still without a session reset.
@@ -345,6 +345,17 @@ fn etcd_outage_while_the_intent_changes_loses_nothing() {
     let (_, status) = a.cli(&["status"]);
     let (_, diagnose) = a.cli(&["diagnose"]);
     eprintln!("[etcd] tern status and diagnose while etcd is down:\n{status}\n{diagnose}");
+    assert!(
+        status.contains("datastore unreachable, the configuration in force stays: since "),
+        "tern status does not say etcd is down:\n{status}"
+    );
+    let datastore_error = |n: &Node| {
+        let (_, json) = n.cli(&["status", "-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        v["daemon"]["datastore_error"].as_str().map(String::from)
+    };
+    let e = datastore_error(&a).unwrap_or_default();
+    assert!(e.starts_with("since ") && e.contains("etcd"), "{e:?}");
     while down.elapsed() < Duration::from_secs(20) {
         // node-b's new block may or may not have reached the terns before the kill.
         let mut a_now = a.routes();
@@ -429,6 +440,11 @@ fn etcd_outage_while_the_intent_changes_loses_nothing() {
     for n in [&a, &b] {
         assert!(n.log().contains("etcd available again"), "{}", n.log());
     }
+    assert_eq!(
+        datastore_error(&a),
+        None,
+        "tern status still says etcd is down"
+    );
     assert!(a.ping("198.18.7.1", "198.18.6.1"), "new block to new block");
     assert!(
         b.ping("198.18.4.66", "198.18.4.1"),

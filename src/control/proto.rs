@@ -91,6 +91,10 @@ pub struct DaemonInfo {
     pub intent_revision: Option<i64>,
     /// The last rejected snapshot's error, if the newest one was rejected.
     pub config_error: Option<String>,
+    /// Why the datastore cannot be read right now, while the configuration in force
+    /// stays (since when, and the store's reason); `None` when it answers.
+    #[serde(default)]
+    pub datastore_error: Option<String>,
 }
 
 /// `tern status`.

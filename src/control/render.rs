@@ -96,6 +96,12 @@ fn status_at(r: &StatusReply, now: SystemTime) -> String {
     if let Some(e) = &d.config_error {
         let _ = writeln!(out, "configuration error: {e}");
     }
+    if let Some(e) = &d.datastore_error {
+        let _ = writeln!(
+            out,
+            "datastore unreachable, the configuration in force stays: {e}"
+        );
+    }
     let now = humantime::format_rfc3339_seconds(now).to_string();
     let today = now.split('T').next().unwrap_or_default();
     for (family, v6) in [("IPv4", false), ("IPv6", true)] {

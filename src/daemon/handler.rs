@@ -91,6 +91,7 @@ impl DaemonHandler {
             datastore: s.datastore.clone(),
             intent_revision: s.revision,
             config_error: s.config_error.clone(),
+            datastore_error: s.datastore_error.clone(),
         }
     }
 

@@ -47,6 +47,8 @@ pub struct State {
     pub revision: Option<i64>,
     /// The newest snapshot's error, if it was rejected; or a change that needs a restart.
     pub config_error: Option<String>,
+    /// The datastore cannot be read (since when, why); cleared by the next snapshot.
+    pub datastore_error: Option<String>,
     /// Peers by address.
     pub peers: BTreeMap<IpAddr, PeerState>,
     /// Last main-loop tick (liveness).
@@ -71,6 +73,7 @@ impl State {
             intent: None,
             revision: None,
             config_error: None,
+            datastore_error: None,
             peers: BTreeMap::new(),
             last_tick: Instant::now(),
             in_grace: true,

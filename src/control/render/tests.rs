@@ -135,6 +135,21 @@ fn status_shows_a_configuration_error_and_only_the_family_present() {
 }
 
 #[test]
+fn status_says_when_the_datastore_is_unreachable() {
+    let mut r = mixed();
+    r.daemon.datastore_error = Some(
+        "since 2026-01-02T09:58:00Z: etcd at http://198.51.100.250:2379: connection refused".into(),
+    );
+    let got = status_at(&r, now());
+    assert_eq!(
+        got.lines().nth(1),
+        Some("datastore unreachable, the configuration in force stays: since 2026-01-02T09:58:00Z: etcd at http://198.51.100.250:2379: connection refused")
+    );
+    r.daemon.datastore_error = None;
+    assert!(!status_at(&r, now()).contains("datastore"));
+}
+
+#[test]
 fn since_is_the_utc_time_today_else_the_date() {
     assert_eq!(since("2026-01-02T09:55:12Z", "2026-01-02"), "09:55:12");
     assert_eq!(
