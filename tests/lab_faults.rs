@@ -372,12 +372,17 @@ fn a_peer_that_crashes_repeatedly_is_taken_back_within_its_restart_time() {
         let t = Instant::now();
         // Back when node-1 and node-3 both see every session Established.
         loop {
-            assert!(
-                has_block(&lab),
-                "crash {crash}: node-3's block left node-1 {:.1} s after the restart\n{}",
-                t.elapsed().as_secs_f64(),
-                lab.tern_log(1)
-            );
+            if !has_block(&lab) {
+                let gone = t.elapsed().as_secs_f64();
+                let first = lab.routes(1).map(|r| format!("{r:?}"));
+                std::thread::sleep(Duration::from_millis(300));
+                panic!(
+                    "crash {crash}: node-3's block left node-1 {gone:.1} s after the restart\nnode-1 routes then: {first:?}\n300 ms later it is {}there\n--- node-1\n{}\n--- node-3\n{}",
+                    if has_block(&lab) { "" } else { "still not " },
+                    lab.tern_log(1),
+                    lab.tern_log(3)
+                );
+            }
             if lab.not_converged().is_empty() {
                 break;
             }

@@ -318,7 +318,7 @@ async fn start_peer(
         delay_open: None,
         idle_hold: Duration::from_secs(1),
         idle_hold_max: Duration::from_secs(120),
-        capabilities: capabilities(p, cfg.local_as, cfg.restarting),
+        capabilities: capabilities(p, cfg.local_as, cfg.restarting, cfg.restarting),
         open_hold_time: p.open_hold_time.unwrap_or(OPEN_HOLD_TIME),
         send_hold_time: p.send_hold_time,
     };
@@ -380,7 +380,17 @@ pub const DEFAULT_RESTART_TIME: u16 = 120;
 /// and enhanced), and graceful restart, so peers send End-of-RIB and keep our routes
 /// for the restart time when our connection drops; `restarting` sets the R bit and
 /// says our forwarding state was kept (F bits).
-fn capabilities(p: &PeerConfig, local_as: u32, restarting: bool) -> Vec<Capability> {
+///
+/// `forwarding_kept` stays true after our restart is over: our routes are still in
+/// the kernel, so a peer whose session comes up only after the selection deferral
+/// timer must still keep our routes until we send them again (with F clear it would
+/// drop them at once and traffic to this node would stop until our table arrived).
+fn capabilities(
+    p: &PeerConfig,
+    local_as: u32,
+    restarting: bool,
+    forwarding_kept: bool,
+) -> Vec<Capability> {
     let families = if p.families.is_empty() {
         vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST]
     } else {
@@ -416,7 +426,7 @@ fn capabilities(p: &PeerConfig, local_as: u32, restarting: bool) -> Vec<Capabili
                 .into_iter()
                 .map(|family| GracefulRestartFamily {
                     family,
-                    forwarding_preserved: restarting,
+                    forwarding_preserved: forwarding_kept,
                 })
                 .collect(),
         }),
@@ -965,7 +975,8 @@ impl Task {
     }
 
     /// Ends our graceful restart: each held peer gets its table and End-of-RIB, and
-    /// later OPENs no longer carry the R and F bits.
+    /// later OPENs no longer carry the R bit (the F bits stay: our routes are still in
+    /// the kernel).
     async fn end_deferral(&mut self, by_timer: bool) {
         self.restarting = false;
         self.cfg.restarting = false;
@@ -978,7 +989,7 @@ impl Task {
             self.send_initial(*ip, n).await;
         }
         for p in self.peers.values() {
-            let caps = capabilities(&p.cfg, self.cfg.local_as, false);
+            let caps = capabilities(&p.cfg, self.cfg.local_as, false, true);
             send_soon(&p.handle, Command::SetCapabilities(caps));
         }
         let _ = self

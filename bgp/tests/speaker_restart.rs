@@ -152,3 +152,43 @@ async fn a_peer_that_never_comes_up_holds_the_table_until_the_deferral_timer() {
     let _ = sa.send(SpeakerCommand::Shutdown(None)).await;
     let _ = sb.send(SpeakerCommand::Shutdown(None)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_comes_up_after_the_deferral_timer_still_sees_forwarding_kept() {
+    // A restarts (forwarding kept) with peers B and C; C never answers, so the
+    // deferral timer (2 s, half of the 4 s restart time) ends A's restart. B comes up
+    // only after that: A's OPEN must no longer carry R but must still carry F, or B
+    // (a helper holding A's routes) would drop them at once, and traffic to A with
+    // them, until A's table arrived (found by tests/lab_faults.rs under load).
+    let (a, b, c) = (addr(2, 17931), addr(3, 17932), addr(4, 17933));
+    let (aev, mut a_events) = mpsc::channel(256);
+    let (bev, mut b_events) = mpsc::channel(256);
+    let sa = speaker::spawn(config(a, vec![peer(b, 2, 4), peer(c, 2, 4)], true), aev)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    originate(&sa, "198.18.23.0/26").await;
+    let (peers, by_timer, _) = restart_complete(&mut a_events).await;
+    assert_eq!((peers, by_timer), (0, true));
+    tokio::spawn(async move { while a_events.recv().await.is_some() {} });
+    let sb = speaker::spawn(config(b, vec![peer(a, 3, 120)], false), bev)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let negotiated = loop {
+        match tokio::time::timeout(Duration::from_secs(10), b_events.recv()).await {
+            Ok(Some(SpeakerEvent::PeerUp(_, n))) => break n,
+            Ok(Some(_)) => continue,
+            _ => panic!("B's session with A did not come up"),
+        }
+    };
+    let gr = negotiated
+        .peer_graceful_restart
+        .clone()
+        .unwrap_or_else(|| panic!("A sent no graceful restart capability"));
+    assert!(!gr.restart_state, "A's restart is over: no R bit");
+    assert!(
+        !gr.families.is_empty() && gr.families.iter().all(|f| f.forwarding_preserved),
+        "A's routes are still in its kernel: F bits expected, got {gr:?}"
+    );
+    let _ = sa.send(SpeakerCommand::Shutdown(None)).await;
+    let _ = sb.send(SpeakerCommand::Shutdown(None)).await;
+}
