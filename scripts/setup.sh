@@ -15,10 +15,21 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 loud_skip() { printf '\n\033[1;33m*** SKIP: %s ***\033[0m\n\n' "$*" >&2; }
 is_ci() { [ "${CI:-}" = "true" ]; }
 
+# as_root CMD...: runs CMD as root, through sudo when we are not root. (An empty $SUDO
+# prefix used to run "-E" as the command when setup ran as root.)
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else SUDO="none"; fi
 fi
+# protoc_check: compiles the .proto on stdin with the protoc the build will use.
+protoc_check() {
+  local dir; dir=$(mktemp -d)
+  cat >"$dir/check.proto"
+  "${PROTOC:-protoc}" --proto_path="$dir" ${PROTOC_INCLUDE:+--proto_path="$PROTOC_INCLUDE"} \
+    --descriptor_set_out=/dev/null "$dir/check.proto" 2>/dev/null
+  local rc=$?; rm -rf "$dir"; return $rc
+}
+as_root() { if [ -z "$SUDO" ]; then "$@"; else sudo "$@"; fi; }
 
 # --- Rust -------------------------------------------------------------------
 if ! command -v cargo >/dev/null 2>&1; then
@@ -32,12 +43,15 @@ if command -v rustup >/dev/null 2>&1; then
 fi
 
 # --- Debian packages --------------------------------------------------------
-packages=(iproute2 protobuf-compiler)
+# The etcd client's build script runs protoc on etcd's .proto files, which import
+# google/protobuf/descriptor.proto: that file is in libprotobuf-dev, not in
+# protobuf-compiler (whose Recommends would bring it, but setup installs without them).
+packages=(iproute2 protobuf-compiler libprotobuf-dev)
 if [ $lab = 1 ]; then
   packages+=(bird2 gobgpd frr iputils-ping)
 fi
 if [ $minimal = 0 ]; then
-  packages+=(bird2 gobgpd frr exabgp etcd-server iputils-ping nftables tshark tcpdump gcc-mingw-w64-x86-64 wine wine64)
+  packages+=(bird2 gobgpd frr exabgp etcd-server iputils-ping nftables tshark tcpdump gcc-mingw-w64-x86-64 wine wine64 mmdebstrap systemd-container)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -53,14 +67,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   # scripts would start them as services. policy-rc.d 101 forbids that during install.
   added_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-    $SUDO chmod +x /usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod +x /usr/sbin/policy-rc.d
     added_policy=1
   fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO -E apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  [ $added_policy = 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ $added_policy = 1 ] && as_root rm -f /usr/sbin/policy-rc.d
+fi
+
+# protoc must find the well-known types, or the build fails deep inside etcd-client's
+# build script; say so here, where the fix is obvious.
+if ! printf 'syntax = "proto3";\nimport "google/protobuf/descriptor.proto";\n' \
+    | protoc_check; then
+  echo "protoc cannot compile a file importing google/protobuf/descriptor.proto:" \
+    "install libprotobuf-dev (Debian/Ubuntu) or set PROTOC_INCLUDE to protoc's include directory" >&2
+  exit 1
 fi
 
 # --- Windows cross target ---------------------------------------------------

@@ -40,7 +40,9 @@ pub fn check(config: &Path) -> Report {
     let documents = match &cfg.datastore {
         Datastore::File { path } => {
             r.source = format!("file {}", path.display());
-            match FileStore::new(path).read() {
+            // The daemon's limit, so that check-config refuses what the daemon would.
+            let store = FileStore::new(path).with_max_bytes(cfg.limits.datastore_document_bytes);
+            match store.read() {
                 Ok(d) => vec![d],
                 Err(e) => {
                     r.errors.push(e);
@@ -50,7 +52,7 @@ pub fn check(config: &Path) -> Report {
         }
         Datastore::Etcdv3 { endpoints } => {
             r.source = format!("etcdv3 {}", endpoints.join(","));
-            match etcd_snapshot(endpoints) {
+            match etcd_snapshot(endpoints, cfg.limits.datastore_document_bytes) {
                 Ok(d) => d,
                 Err(e) => {
                     r.errors.push(e);
@@ -77,7 +79,7 @@ pub fn check(config: &Path) -> Report {
     r
 }
 
-fn etcd_snapshot(endpoints: &[String]) -> Result<Vec<Document>, String> {
+fn etcd_snapshot(endpoints: &[String], max_value_bytes: u64) -> Result<Vec<Document>, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -86,7 +88,8 @@ fn etcd_snapshot(endpoints: &[String]) -> Result<Vec<Document>, String> {
         let work = async {
             let mut store = EtcdStore::connect(endpoints)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?
+                .with_max_document_bytes(max_value_bytes);
             store.snapshot().await.map_err(|e| e.to_string())
         };
         match tokio::time::timeout(ETCD_TIMEOUT, work).await {

@@ -9,7 +9,10 @@
 //!   left, adopts those still wanted, and removes the rest only when the restart grace
 //!   ends (all peers up for a few seconds, or the grace time);
 //! - SIGTERM stops the sessions with a shutdown message and leaves the kernel routes
-//!   in place; SIGHUP re-reads the datastore.
+//!   in place; SIGHUP re-reads the datastore;
+//! - systemd: READY=1 once the control socket listens and the main loop runs, with or
+//!   without a valid configuration (BGP starts with the first one); STATUS= says what
+//!   it waits for, or how many peers are up; the main loop feeds the watchdog.
 
 mod convert;
 mod fib_task;
@@ -104,9 +107,24 @@ fn init_tracing(level: &str) {
     };
 }
 
-fn notify_ready() {
+fn notify_ready(status: &str) {
     #[cfg(target_os = "linux")]
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    let _ = sd_notify::notify(
+        false,
+        &[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(status),
+        ],
+    );
+    #[cfg(not(target_os = "linux"))]
+    let _ = status;
+}
+
+fn notify_status(status: &str) {
+    #[cfg(target_os = "linux")]
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Status(status)]);
+    #[cfg(not(target_os = "linux"))]
+    let _ = status;
 }
 
 fn notify_watchdog() {
@@ -135,7 +153,8 @@ async fn start_store(
         Datastore::Etcdv3 { endpoints } => {
             let store = EtcdStore::connect(endpoints)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?
+                .with_max_document_bytes(cfg.limits.datastore_document_bytes);
             // etcd pushes changes; a reload has nothing to re-read.
             drop(reload);
             tokio::spawn(store.run(tx));
@@ -218,7 +237,6 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     let (mut store, store_name) = start_store(&cfg, reload.clone()).await?;
     let (fib, fib_resync) = start_fib(&cfg)?;
     let state = Arc::new(Mutex::new(State::new(store_name.clone())));
-    let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
     tracing::info!(node = %cfg.node, datastore = %store_name, "tern starting");
 
     // The control socket answers from the start, so a person can see why nothing runs
@@ -237,59 +255,14 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     }
     tokio::spawn(server.run(handler));
 
-    // The first valid snapshot: nothing can start without an intent.
+    // BGP starts with the first valid snapshot. Until then the loop below runs all
+    // the same (control socket, watchdog, SIGHUP, datastore events): a node booted
+    // with a broken configuration or an unreachable datastore stays up, says why, and
+    // starts BGP as soon as the datastore holds a valid configuration.
     let mut tracker =
         Tracker::new(cfg.node.clone()).with_max_document_bytes(cfg.limits.datastore_document_bytes);
-    let first = loop {
-        let Some(ev) = store.recv().await else {
-            return Err("the datastore task stopped before any configuration was read".into());
-        };
-        if let Some(d) = on_store_event(ev, &mut tracker, &state) {
-            break d;
-        }
-    };
-    let intent = tracker
-        .current()
-        .cloned()
-        .ok_or("no intent after an accepted snapshot")?;
-    let (mut speaker_cfg, peer_errors) =
-        convert::speaker_config(&intent, &secrets_dir, &cfg.limits);
-    // Our routes still in the kernel: this is a restart with forwarding kept, so peers
-    // are asked to keep ours until we have sent them our table again.
-    let (atx, arx) = tokio::sync::oneshot::channel();
-    let _ = fib.send(FibMsg::Adopted(atx)).await;
-    let adopted = arx.await.unwrap_or(0);
-    if adopted > 0 {
-        tracing::info!(
-            routes = adopted,
-            "restarting with forwarding state kept: announcing graceful restart (R and F bits) and holding our UPDATEs until every peer has sent End-of-RIB"
-        );
-        speaker_cfg.restarting = true;
-    }
-    for e in &peer_errors {
-        tracing::error!("session not started: {e}");
-    }
-    let (etx, mut events) = mpsc::channel(1024);
-    let speaker = speaker::spawn(speaker_cfg, etx)
-        .await
-        .map_err(|e| format!("cannot start BGP on port {}: {e}", intent.listen.port))?;
-    apply_origination(&first, &intent, &speaker, &fib, cfg.fib.table).await;
-    if let Ok(mut s) = state.lock() {
-        s.set_peers(&intent);
-        if !peer_errors.is_empty() {
-            s.config_error = Some(peer_errors.join("; "));
-        }
-    }
-    tracing::info!(
-        router_id = %intent.router_id,
-        asn = intent.asn,
-        peers = intent.peers.len(),
-        originated = intent.originated.len(),
-        "configuration applied"
-    );
-
-    let _ = speaker_slot.set(speaker.clone());
-    notify_ready();
+    let mut speaker: Option<mpsc::Sender<SpeakerCommand>> = None;
+    let mut events: Option<mpsc::Receiver<SpeakerEvent>> = None;
 
     // Workload routes (Linux): borrowed addresses seen in the kernel.
     let (wtx, mut workload_rx) = mpsc::channel::<BTreeMap<IpNet, String>>(8);
@@ -305,7 +278,8 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     let mut workloads: BTreeMap<IpNet, String> = BTreeMap::new();
     let mut kernel_originated: BTreeSet<IpNet> = BTreeSet::new();
 
-    let started = Instant::now();
+    // The restart grace is counted from the start of BGP, not of the process.
+    let mut bgp_started: Option<Instant> = None;
     let mut all_up_since: Option<Instant> = None;
     let mut grace = true;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -315,6 +289,13 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     #[cfg(unix)]
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+
+    // READY=1 means "up and answering": the control socket listens and the main loop
+    // runs. Whether the node is ready for traffic is `tern health --ready`; holding
+    // READY back for a configuration would let systemd kill (and restart in a loop) a
+    // daemon that only waits for the datastore to be fixed.
+    let mut status = status_line(&state, false);
+    notify_ready(&status);
     loop {
         #[cfg(unix)]
         let signals = async {
@@ -333,7 +314,7 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
             }
         };
         tokio::select! {
-            ev = events.recv() => match ev {
+            ev = next_event(&mut events) => match ev {
                 Some(ev) => on_speaker_event(ev, &state, &fib, &cfg.fib).await,
                 None => return Err("the BGP speaker stopped".into()),
             },
@@ -341,17 +322,30 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
                 Some(ev) => {
                     if let Some(diff) = on_store_event(ev, &mut tracker, &state) {
                         if let Some(i) = tracker.current().cloned() {
-                            apply_diff(&diff, &i, &speaker, &fib, &state, &cfg).await;
-                            sync_workloads(&i, &workloads, &mut kernel_originated, &speaker, &state).await;
+                            match &speaker {
+                                Some(sp) => {
+                                    apply_diff(&diff, &i, sp, &fib, &state, &cfg).await;
+                                    sync_workloads(&i, &workloads, &mut kernel_originated, sp, &state).await;
+                                }
+                                None => {
+                                    let (sp, ev) = start_bgp(&diff, &i, &fib, &state, &cfg).await?;
+                                    sync_workloads(&i, &workloads, &mut kernel_originated, &sp, &state).await;
+                                    let _ = speaker_slot.set(sp.clone());
+                                    speaker = Some(sp);
+                                    events = Some(ev);
+                                    bgp_started = Some(Instant::now());
+                                }
+                            }
                         }
                     }
+                    update_status(&state, speaker.is_some(), &mut status);
                 }
                 None => return Err("the datastore task stopped".into()),
             },
             Some(w) = workload_rx.recv() => {
                 workloads = w;
-                if let Some(i) = tracker.current() {
-                    sync_workloads(i, &workloads, &mut kernel_originated, &speaker, &state).await;
+                if let (Some(i), Some(sp)) = (tracker.current(), &speaker) {
+                    sync_workloads(i, &workloads, &mut kernel_originated, sp, &state).await;
                 }
             }
             sig = signals => {
@@ -362,14 +356,17 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
                 }
                 tracing::info!("{sig}: stopping; kernel routes stay in place for the next start");
                 notify_stopping();
-                let _ = speaker
-                    .send(SpeakerCommand::Shutdown(Some("tern is stopping".into())))
-                    .await;
-                // Give the NOTIFICATIONs a moment to leave.
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                if let Some(sp) = &speaker {
+                    let _ = sp
+                        .send(SpeakerCommand::Shutdown(Some("tern is stopping".into())))
+                        .await;
+                    // Give the NOTIFICATIONs a moment to leave.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
                 return Ok(());
             }
             _ = tick.tick() => {
+                // Fed while waiting for a configuration too: waiting is not hanging.
                 notify_watchdog();
                 let (total, up) = match state.lock() {
                     Ok(mut s) => {
@@ -378,7 +375,8 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
                     }
                     Err(_) => return Err("the daemon's state is poisoned".into()),
                 };
-                if grace {
+                update_status(&state, speaker.is_some(), &mut status);
+                if let (true, Some(started)) = (grace, bgp_started) {
                     all_up_since = if up == total { all_up_since.or(Some(Instant::now())) } else { None };
                     let settled = all_up_since.is_some_and(|t| t.elapsed() >= SETTLE);
                     if settled || started.elapsed() >= MAX_GRACE {
@@ -391,6 +389,102 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
                 }
             }
         }
+    }
+}
+
+/// The speaker's next event; never ready while BGP has not started.
+async fn next_event(events: &mut Option<mpsc::Receiver<SpeakerEvent>>) -> Option<SpeakerEvent> {
+    match events {
+        Some(e) => e.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Starts BGP with the first accepted intent: the speaker with its sessions, then the
+/// intent's own prefixes. A failure here (port 179 taken) ends the daemon.
+async fn start_bgp(
+    first: &IntentDiff,
+    intent: &Intent,
+    fib: &mpsc::Sender<FibMsg>,
+    state: &Arc<Mutex<State>>,
+    cfg: &DaemonConfig,
+) -> Result<(mpsc::Sender<SpeakerCommand>, mpsc::Receiver<SpeakerEvent>), String> {
+    let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
+    let (mut speaker_cfg, peer_errors) = convert::speaker_config(intent, &secrets_dir, &cfg.limits);
+    // Our routes still in the kernel: this is a restart with forwarding kept, so peers
+    // are asked to keep ours until we have sent them our table again.
+    let (atx, arx) = tokio::sync::oneshot::channel();
+    let _ = fib.send(FibMsg::Adopted(atx)).await;
+    let adopted = arx.await.unwrap_or(0);
+    if adopted > 0 {
+        tracing::info!(
+            routes = adopted,
+            "restarting with forwarding state kept: announcing graceful restart (R and F bits) and holding our UPDATEs until every peer has sent End-of-RIB"
+        );
+        speaker_cfg.restarting = true;
+    }
+    for e in &peer_errors {
+        tracing::error!("session not started: {e}");
+    }
+    let (etx, events) = mpsc::channel(1024);
+    let speaker = speaker::spawn(speaker_cfg, etx)
+        .await
+        .map_err(|e| format!("cannot start BGP on port {}: {e}", intent.listen.port))?;
+    apply_origination(first, intent, &speaker, fib, cfg.fib.table).await;
+    if let Ok(mut s) = state.lock() {
+        s.set_peers(intent);
+        if !peer_errors.is_empty() {
+            s.config_error = Some(peer_errors.join("; "));
+        }
+    }
+    tracing::info!(
+        router_id = %intent.router_id,
+        asn = intent.asn,
+        peers = intent.peers.len(),
+        originated = intent.originated.len(),
+        "configuration applied"
+    );
+    Ok((speaker, events))
+}
+
+/// What `systemctl status tern` shows (sd_notify STATUS=): why BGP does not run yet,
+/// or a one-line summary once it does. One line, short: the full text is in
+/// `tern status` and the journal.
+fn status_line(state: &Arc<Mutex<State>>, running: bool) -> String {
+    let Ok(s) = state.lock() else {
+        return "the daemon's state is poisoned (a task panicked); restart tern".into();
+    };
+    let first_line = |e: &str| -> String {
+        let line = e.lines().next().unwrap_or_default();
+        match line.char_indices().nth(200) {
+            Some((i, _)) => format!("{}...", &line[..i]),
+            None => line.to_string(),
+        }
+    };
+    if !running {
+        let why = match &s.config_error {
+            Some(e) => first_line(e),
+            None => "no configuration read from the datastore yet".into(),
+        };
+        return format!("waiting for a valid configuration: {why}");
+    }
+    let total = s.peers.len();
+    let up = s.peers.values().filter(|p| p.up).count();
+    let mut line = format!("running: {up} of {total} BGP peers established");
+    if let Some(e) = &s.datastore_error {
+        line.push_str(&format!("; datastore unavailable {}", first_line(e)));
+    } else if let Some(e) = &s.config_error {
+        line.push_str(&format!("; {}", first_line(e)));
+    }
+    line
+}
+
+/// Sends STATUS= when the line changed.
+fn update_status(state: &Arc<Mutex<State>>, running: bool, last: &mut String) {
+    let now = status_line(state, running);
+    if now != *last {
+        notify_status(&now);
+        *last = now;
     }
 }
 

@@ -1,4 +1,4 @@
-//! The `tern` command line (DESIGN.md "Interfaces"): `run` (the daemon), the
+//! The `tern` command line (README.md, docs/daemon.md): `run` (the daemon), the
 //! control-socket commands (`status`, `peers`, `routes`, `fib`, `diagnose`, `health`,
 //! `reload`), `check-config` and `decode`.
 
@@ -50,7 +50,7 @@ enum Command {
         /// Only routes from this peer.
         #[arg(long)]
         peer: Option<String>,
-        /// The routes advertised to --peer (not available yet).
+        /// The routes advertised to --peer (its Adj-RIB-Out) instead of the Loc-RIB.
         #[arg(long)]
         advertised: bool,
         #[command(flatten)]
@@ -123,7 +123,7 @@ struct Inspect {
 enum InspectOutput {
     /// Tables and text for people.
     Text,
-    /// The daemon's JSON (stable field names, see DESIGN.md).
+    /// The daemon's JSON (stable field names, see docs/json.md).
     Json,
 }
 

@@ -272,14 +272,17 @@ fn requests_over_the_rate_and_clients_over_64_are_told_why() {
         requests_per_second: 5,
         ..Limits::default()
     });
-    // 30 requests at once on one connection: the burst (twice the rate) is answered,
-    // the rest are refused with the reason and the setting to change, in order.
+    // 100 requests at once on one connection: the burst (twice the rate) is answered,
+    // and the refill while they are served (5 a second), the rest are refused with the
+    // reason and the setting to change, in order. The refill depends on how long the
+    // daemon takes, which a loaded machine stretches: the bound is measured, not fixed.
+    let t = std::time::Instant::now();
     let mut s = UnixStream::connect(&d.sock).unwrap();
-    s.write_all(&b"{\"version\":1,\"command\":\"health\"}\n".repeat(30))
+    s.write_all(&b"{\"version\":1,\"command\":\"health\"}\n".repeat(100))
         .unwrap();
     let mut lines = BufReader::new(s.try_clone().unwrap()).lines();
     let (mut ok, mut refused) = (0, 0);
-    for _ in 0..30 {
+    for _ in 0..100 {
         let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
         if v["ok"] == true {
             ok += 1;
@@ -289,7 +292,12 @@ fn requests_over_the_rate_and_clients_over_64_are_told_why() {
             refused += 1;
         }
     }
-    assert!((10..=12).contains(&ok), "{ok} answered, {refused} refused");
+    let most = 10 + (5.0 * t.elapsed().as_secs_f64()).ceil() as usize + 1;
+    assert!(
+        (10..=most).contains(&ok) && refused > 0,
+        "{ok} answered (10 to {most} allowed after {:?}), {refused} refused",
+        t.elapsed()
+    );
     // The budget refills: a second later requests are answered again.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     s.write_all(b"{\"version\":1,\"command\":\"health\"}\n")
@@ -312,12 +320,19 @@ fn requests_over_the_rate_and_clients_over_64_are_told_why() {
         "busy: 64 clients are connected already; try again shortly"
     );
     drop(idle);
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let (code, out, _) = tern(&["health"], &d.sock);
-    assert!(
-        !out.is_empty(),
-        "exit {code}: a slot frees when a client leaves"
-    );
+    // A slot frees when a client leaves: as soon as the server has seen them go.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (code, out, _) = tern(&["health"], &d.sock);
+        if !out.is_empty() && !out.contains("busy") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "exit {code}: no slot freed 20 s after 64 clients left: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -344,7 +359,7 @@ fn a_stale_socket_is_replaced_and_the_file_goes_with_the_server() {
 fn a_client_that_is_not_root_is_refused() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return skip("control_socket: not root, cannot run a client as another user");
+        return skip("not root, cannot run a client as another user");
     }
     let switch: Vec<&str> = if Path::new("/usr/bin/setpriv").exists() {
         vec![
@@ -357,7 +372,7 @@ fn a_client_that_is_not_root_is_refused() {
     } else if Path::new("/usr/sbin/runuser").exists() || Path::new("/sbin/runuser").exists() {
         vec!["runuser", "-u", "nobody", "--"]
     } else {
-        return skip("control_socket: neither setpriv nor runuser (util-linux) is installed");
+        return skip("neither setpriv nor runuser (util-linux) is installed");
     };
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("run/tern.sock");
@@ -451,8 +466,5 @@ fn no_daemon_means_exit_3_and_how_to_start_it() {
 }
 
 fn skip(reason: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{reason}");
-    }
-    eprintln!("SKIP {reason}");
+    tern_interop::skip_or_fail("control_socket", reason);
 }

@@ -590,8 +590,12 @@ fn node_failure_keeps_routes_for_graceful_restart_then_withdraws_them() {
         fail(&lab, "node-4's block was never withdrawn");
     }
     let silent = t1.elapsed();
+    // Not before the hold timer can fire (the last keepalive came at most a keepalive
+    // interval before the link went down); after it, a loaded machine may add seconds
+    // of scheduling and polling: the figure is recorded, the bound only catches a
+    // detection that is not the hold timer's at all.
     assert!(
-        silent >= Duration::from_secs(HOLD / 2) && silent <= Duration::from_secs(HOLD + 3),
+        silent >= Duration::from_secs(HOLD / 2) && silent <= Duration::from_secs(HOLD + 20),
         "silent failure detected after {silent:?} with a {HOLD} s hold time"
     );
     assert!(!probe::ping(&from, &to4));
@@ -712,6 +716,53 @@ fn node_without_layer2_reachability_is_diagnosed() {
     ));
 }
 
+/// No TCP-MD5 password in any output of node-1: every inspection command in text and
+/// JSON, `tern check-config` on its files, and its log.
+fn no_password_anywhere(lab: &Lab, secrets: &[&str]) {
+    let mut outputs = Vec::new();
+    for cmd in [
+        &["status"][..],
+        &["peers"],
+        &["peers", "198.51.100.1"],
+        &["routes"],
+        &["routes", "--advertised", "--peer", "198.51.100.1"],
+        &["fib"],
+        &["diagnose"],
+        &["health"],
+    ] {
+        for json in [false, true] {
+            let mut args = cmd.to_vec();
+            if json {
+                args.extend(["-o", "json"]);
+            }
+            outputs.push((args.join(" "), lab.tern_cli(1, &args).1));
+        }
+    }
+    let node = lab.node(1).unwrap_or_else(|e| panic!("{e}"));
+    let check = std::process::Command::new(TERN)
+        .args(["check-config", "--config"])
+        .arg(node.dir.join("tern.yaml"))
+        .output()
+        .unwrap_or_else(|e| panic!("tern check-config: {e}"));
+    outputs.push((
+        "check-config".into(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr)
+        ),
+    ));
+    outputs.push(("the log".into(), lab.tern_log(1)));
+    for (what, text) in &outputs {
+        for secret in secrets {
+            assert!(
+                !text.contains(secret),
+                "the password is shown by {what}:\n{text}"
+            );
+        }
+    }
+}
+
 /// TCP-MD5 and GTSM with a real peer: with the same password on both sides (and GTSM
 /// on both) the session comes up and routes flow; the peer frozen with SIGSTOP is
 /// dropped by the hold timer and comes back after SIGCONT; with different passwords
@@ -726,8 +777,7 @@ fn md5_and_gtsm(test: &str, prefix: &str, kind: Kind) {
     }) else {
         return;
     };
-    let (_, peers) = lab.tern_cli(1, &["peers", "198.51.100.1"]);
-    assert!(!peers.contains("s3cret"), "the password is shown: {peers}");
+    no_password_anywhere(&lab, &["s3cret"]);
 
     // The ToR freezes (SIGSTOP): its connection stays open but silent, so only the
     // hold timer (9 s) notices; its prefix goes. Thawed, the session and prefix return.
@@ -802,11 +852,7 @@ fn md5_and_gtsm(test: &str, prefix: &str, kind: Kind) {
         f["subject"].as_str().unwrap_or("").contains("198.51.100.1"),
         "{f}"
     );
-    let (_, text) = lab.tern_cli(1, &["diagnose"]);
-    assert!(
-        !text.contains("s3cret") && !text.contains("another-one"),
-        "{text}"
-    );
+    no_password_anywhere(&lab, &["s3cret", "another-one"]);
     record(&format!(
         "{test}: {kind:?} ToR: MD5 + GTSM session up; with another password no session and `tern diagnose` reports it"
     ));

@@ -4,7 +4,7 @@
 //! other peer (export rules, packed UPDATEs) and to whoever installs routes (the FIB
 //! task), locally originated routes (blocks, borrowed addresses) in as paths of our own.
 //!
-//! One owner for the routing state, as DESIGN.md asks: sessions talk to this task over
+//! One owner for the routing state (docs/architecture.md): sessions talk to this task over
 //! channels, nothing else touches the RIB.
 
 use std::collections::{BTreeSet, HashMap};

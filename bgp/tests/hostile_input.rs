@@ -754,8 +754,9 @@ async fn connection_floods_are_bounded_and_the_peer_still_comes_up() {
     let closed = flood_closed_by_tern(lo(250), tern.at, 1000, Duration::from_secs(2)).await;
     let took = t.elapsed();
     assert_eq!(closed, 1000, "connections from a non-peer left open");
+    // Generous under load: the point is that each is closed, not how fast.
     assert!(
-        took < Duration::from_secs(10),
+        took < Duration::from_secs(30),
         "1000 refusals took {took:?}"
     );
     assert!(
@@ -782,8 +783,10 @@ async fn connection_floods_are_bounded_and_the_peer_still_comes_up() {
     p.send(&update(&[], &good_attrs(), &v4(20))).await;
     tern.present(&v4s(20), case).await;
     let up_after = t.elapsed();
+    // The silent connections would hold the peer out for their 20 s open hold time:
+    // coming up well before that is the property (the figure is printed below).
     assert!(
-        up_after < Duration::from_secs(5),
+        up_after < Duration::from_secs(15),
         "{case}: up after {up_after:?}"
     );
     // tern keeps at most the session's connection: every silent one is closed.
@@ -829,10 +832,13 @@ async fn slow_loris_is_closed_by_the_open_hold_timer_and_does_not_block_the_peer
     let n = loris.notification(case).await;
     let took = t.elapsed();
     assert_eq!((n.code, n.subcode), (4, 0), "{case}: {n}");
+    // Never before the 1 s open hold time; after it, as soon as a loaded machine lets
+    // the timer run (the other peer's 20 s timer is the next thing that could fire).
     assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(900) && took < Duration::from_secs(15),
         "{case}: closed after {took:?}, the open hold time is 1 s"
     );
+    eprintln!("{case}: closed {took:?} after connecting (open hold time 1 s)");
     loris.closed(case).await;
 
     // With the real peer behind it (open hold time 20 s): the peer comes up at once.
@@ -851,7 +857,9 @@ async fn slow_loris_is_closed_by_the_open_hold_timer_and_does_not_block_the_peer
     p.send(&update(&[], &good_attrs(), &v4(31))).await;
     tern.present(&v4s(31), case).await;
     let took = t.elapsed();
-    assert!(took < Duration::from_secs(3), "{case}: up after {took:?}");
+    // Well before the loris's 20 s open hold time would free the address.
+    assert!(took < Duration::from_secs(15), "{case}: up after {took:?}");
+    eprintln!("{case}: up after {took:?}");
     loris.closed(case).await;
 
     // From an address that is not a peer: closed at once, no timer needed.
@@ -862,11 +870,13 @@ async fn slow_loris_is_closed_by_the_open_hold_timer_and_does_not_block_the_peer
         .unwrap_or_else(|e| panic!("{case}: {e}"));
     loris.send(&[0xff]).await;
     loris.closed(case).await;
+    // No timer is involved (the open hold time would be 240 s): closed on accept.
     assert!(
-        t.elapsed() < Duration::from_secs(1),
+        t.elapsed() < Duration::from_secs(15),
         "{case}: {:?}",
         t.elapsed()
     );
+    eprintln!("{case}: closed after {:?}", t.elapsed());
     tern.stop().await;
 }
 

@@ -1,4 +1,4 @@
-//! The daemon's own file, `tern.yaml` (DESIGN.md "Running"): every field but `node` has
+//! The daemon's own file, `tern.yaml` (docs/configuration.md): every field but `node` has
 //! a default. Unknown fields are errors, so a typo never silently falls back to a
 //! default.
 
@@ -206,6 +206,14 @@ impl DaemonConfig {
                         format!("{m:?} is not an address:port such as 127.0.0.1:9477"),
                     )
                 })?;
+                // Port 0 would listen on a port the kernel picks, which no scraper
+                // could know; refuse it rather than serve metrics nobody can reach.
+                if addr.port() == 0 {
+                    return Err(err(
+                        "metrics",
+                        format!("{m:?}: port 0 is not a port; use 1-65535, e.g. 127.0.0.1:9477"),
+                    ));
+                }
                 if !addr.ip().is_loopback() {
                     warnings.push(Warning {
                         file: file.into(),

@@ -8,11 +8,15 @@
 //!   (`intent`) and through the daemon's tracker, and applying the same snapshot
 //!   twice changes nothing the second time.
 
+use crate::daemon::limits::DEFAULT_DATASTORE_DOCUMENT_BYTES;
 use crate::datastore::etcd::document_for;
 use crate::datastore::Document;
 use crate::intent::intent;
 use crate::tracker::Tracker;
 use crate::{Cluster, DaemonConfig};
+
+#[cfg(feature = "arbitrary")]
+pub mod structured;
 
 /// Text as a datastore would hand it over: the bytes if they are UTF-8, else the same
 /// with replacement characters (the file store rejects invalid UTF-8 before parsing,
@@ -42,9 +46,15 @@ pub fn check_cluster(data: &[u8]) {
         return;
     }
     for key in ETCD_KEYS {
-        if let Some(d) = document_for(key, data) {
-            assert_eq!(d.origin, key, "etcd document named after another key");
-            check_documents(&[d], key);
+        match document_for(key, data, DEFAULT_DATASTORE_DOCUMENT_BYTES) {
+            Some(Ok(d)) => {
+                assert_eq!(d.origin, key, "etcd document named after another key");
+                check_documents(&[d], key);
+            }
+            Some(Err(refused)) => {
+                assert!(refused.to_string().contains(key), "{refused}");
+            }
+            None => {}
         }
     }
 }

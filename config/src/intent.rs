@@ -25,7 +25,7 @@ use crate::cluster::{
 };
 use crate::values::Community;
 
-/// The role of a peer, as `tern status` names it (DESIGN.md JSON contract).
+/// The role of a peer, as `tern status` names it (JSON contract: docs/json.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PeerKind {
     /// Node-to-node mesh.

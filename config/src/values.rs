@@ -75,9 +75,26 @@ pub fn asn(value: &AsNumber) -> Result<u32, String> {
     }
 }
 
-/// Parses a Go duration as Calico writes them: `90s`, `1m30s`, `500ms`, `2h`, `0`.
+/// The longest duration accepted: i64::MAX nanoseconds, about 292 years. Calico parses
+/// these fields with Go's `time.ParseDuration`, whose `time.Duration` is an i64 of
+/// nanoseconds and which refuses anything longer, so tern draws the line at the same
+/// place: a value Calico accepts is accepted here, and nothing bigger can overflow
+/// tern's arithmetic.
+pub const MAX_DURATION: Duration = Duration::new(9_223_372_036, 854_775_807);
+
+/// [`MAX_DURATION`] as Go prints it, for messages.
+const MAX_DURATION_TEXT: &str = "2562047h47m16.854775807s, about 292 years";
+
+/// Parses a Go duration as Calico writes them: `90s`, `1m30s`, `500ms`, `1.5h`, `0`.
+///
+/// The arithmetic is integer nanoseconds, as in Go, so `0.3s` is exactly 300 ms and a
+/// sum of units can only end in an error, never an overflow: a value longer than
+/// [`MAX_DURATION`] is refused. Digits below a nanosecond are dropped, as Go does.
 pub fn duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("{text:?} is not a duration: write it like 90s, 1m30s or 500ms");
+    let too_long =
+        || format!("{text:?} is longer than the largest duration accepted ({MAX_DURATION_TEXT})");
+    let max_nanos = u128::from(i64::MAX.unsigned_abs());
     let t = text.trim();
     if t == "0" {
         return Ok(Duration::ZERO);
@@ -85,31 +102,68 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     if t.is_empty() {
         return Err(bad());
     }
-    let mut total = Duration::ZERO;
+    let digits_end = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let mut total: u128 = 0;
     let mut rest = t;
     while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let (num, tail) = rest.split_at(digits);
-        let num: f64 = num.parse().map_err(|_| bad())?;
+        let (whole, tail) = rest.split_at(digits_end(rest));
+        let (fraction, tail) = match tail.strip_prefix('.') {
+            Some(after) => after.split_at(digits_end(after)),
+            None => ("", tail),
+        };
+        if whole.is_empty() && fraction.is_empty() {
+            return Err(bad());
+        }
         let unit_len = tail
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
-        let secs = match unit {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            "us" | "µs" => 0.000_001,
-            "ns" => 0.000_000_001,
+        let unit_nanos: u128 = match unit {
+            "h" => 3_600_000_000_000,
+            "m" => 60_000_000_000,
+            "s" => 1_000_000_000,
+            "ms" => 1_000_000,
+            // Go accepts both the micro sign (U+00B5) and the Greek mu (U+03BC).
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ns" => 1,
             _ => return Err(bad()),
         };
-        total += Duration::try_from_secs_f64(num * secs).map_err(|_| bad())?;
+        // Only ASCII digits reach here, so a failed parse is a number too long for
+        // u128, which is far beyond the limit anyway.
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| too_long())?
+        };
+        // 25 fraction digits are below a nanosecond of the longest unit (an hour is
+        // 3.6e12 ns) and keep numerator * unit within u128; the rest are dropped.
+        let (mut numerator, mut denominator) = (0u128, 1u128);
+        for c in fraction.chars().take(25) {
+            let digit = c.to_digit(10).ok_or_else(bad)?;
+            numerator = numerator
+                .checked_mul(10)
+                .and_then(|n| n.checked_add(u128::from(digit)))
+                .ok_or_else(too_long)?;
+            denominator = denominator.checked_mul(10).ok_or_else(too_long)?;
+        }
+        let part = whole
+            .checked_mul(unit_nanos)
+            .and_then(|w| {
+                numerator
+                    .checked_mul(unit_nanos)
+                    .and_then(|f| f.checked_div(denominator))
+                    .and_then(|f| w.checked_add(f))
+            })
+            .ok_or_else(too_long)?;
+        total = total
+            .checked_add(part)
+            .filter(|t| *t <= max_nanos)
+            .ok_or_else(too_long)?;
         rest = tail;
     }
-    Ok(total)
+    let secs = u64::try_from(total / 1_000_000_000).map_err(|_| too_long())?;
+    let nanos = u32::try_from(total % 1_000_000_000).map_err(|_| too_long())?;
+    Ok(Duration::new(secs, nanos))
 }
 
 /// Parses `addr/len` or a bare address (host length), as in `Node.spec.bgp.ipv4Address`.
@@ -173,6 +227,58 @@ mod tests {
         assert_eq!(duration("0"), Ok(Duration::ZERO));
         for bad in ["", "90", "s", "1x", "-1s", "1m30"] {
             assert!(duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn go_duration_fractions_and_units_are_exact() {
+        assert_eq!(duration("0.3s"), Ok(Duration::from_millis(300)));
+        assert_eq!(duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration(".5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(
+            duration("1h1m1s1ms1us1ns"),
+            Ok(Duration::new(3661, 1_001_001))
+        );
+        assert_eq!(duration("2\u{b5}s"), Ok(Duration::from_micros(2)));
+        assert_eq!(duration("2\u{3bc}s"), Ok(Duration::from_micros(2)));
+        // Digits below a nanosecond are dropped, however many there are.
+        assert_eq!(
+            duration(&format!("1.{}s", "9".repeat(100))),
+            Ok(Duration::new(1, 999_999_999))
+        );
+        for bad in [".s", "1..5s", "1.5.3s", "1e3s", "1 s"] {
+            assert!(duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn durations_longer_than_go_accepts_are_refused_not_overflowed() {
+        // Issue 23: each part fits a Duration, their sum does not (this panicked with
+        // "overflow when adding durations").
+        let text = "10000000000000000000s10000000000000000000s";
+        assert_eq!(
+            duration(text),
+            Err(format!(
+                "{text:?} is longer than the largest duration accepted (2562047h47m16.854775807s, about 292 years)"
+            ))
+        );
+        // Go's limit exactly, written two ways, is accepted; one nanosecond more is not.
+        assert_eq!(duration("2562047h47m16.854775807s"), Ok(MAX_DURATION));
+        assert_eq!(duration("9223372036854775807ns"), Ok(MAX_DURATION));
+        for long in [
+            "2562047h47m16.854775808s".to_string(),
+            "9223372036854775808ns".to_string(),
+            "2562047h".repeat(2),
+            // More digits than u128 holds.
+            format!("{}s", "9".repeat(100)),
+            format!("{}h", "1".repeat(40)),
+            format!("0.{}1h{}h", "0".repeat(30), "9".repeat(30)),
+        ] {
+            let e = duration(&long).expect_err(&long);
+            assert!(
+                e.contains("longer than the largest duration accepted"),
+                "{e}"
+            );
         }
     }
 

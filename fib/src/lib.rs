@@ -1,14 +1,14 @@
 //! tern-fib: the kernel FIB as tern sees it.
 //!
 //! [`Fib`] is the one interface the daemon uses to program routes and observe the
-//! kernel; backends implement it: [`memory`] today (the daemon's unit tests run on it),
-//! Linux netlink and Windows IP Helper as issue 4 is built. [`reconcile`] decides what
+//! kernel; backends implement it: `linux` (rtnetlink), [`windows`] (IP Helper) and
+//! [`memory`] (the daemon's unit tests run on it). [`reconcile`] decides what
 //! to change from what is wanted and what the kernel holds; it is pure, so restart
 //! behaviour is tested without a kernel.
 //!
 //! The trait is async (returning `impl Future`), because the real backends wait on the
-//! kernel's acknowledgements; a backend is owned by one task (the FIB task of
-//! DESIGN.md), so methods take `&mut self` and need no locking.
+//! kernel's acknowledgements; a backend is owned by one task (the daemon's FIB task,
+//! docs/architecture.md), so methods take `&mut self` and need no locking.
 
 pub mod diag;
 #[cfg(target_os = "linux")]

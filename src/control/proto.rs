@@ -1,8 +1,8 @@
 //! Control-socket messages. One JSON object per line each way:
 //! request `{"version":1,"command":"peers","address":null}`, response
 //! `{"version":1,"ok":true,"result":{...}}` or `{"version":1,"ok":false,"error":"..."}`.
-//! Field names of the results are the stable JSON of `-o json` (DESIGN.md): fields may
-//! be added, never renamed.
+//! Field names of the results are the stable JSON of `-o json` (docs/json.md): fields
+//! may be added, never renamed or removed.
 
 use serde::{Deserialize, Serialize};
 
@@ -106,7 +106,7 @@ pub struct StatusReply {
     pub peers: Vec<PeerInfo>,
 }
 
-/// One peer (DESIGN.md `tern peers -o json`).
+/// One peer (`tern peers -o json`, docs/json.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PeerInfo {
     /// Peer address.

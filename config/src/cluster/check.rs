@@ -192,7 +192,10 @@ fn asn_field(
 }
 
 /// A hold time and keepalive (fields named as given): hold 0 or 3 s to 65535 s, the
-/// keepalive shorter than the hold time.
+/// keepalive shorter than the hold time. A hold time under 3 s but above zero (`2s`,
+/// and also `500ms`, which whole seconds would read as 0, the value that turns the hold
+/// timer off) is refused rather than rounded, since either rounding changes what the
+/// session does.
 fn timers(
     d: &RawDoc,
     (hold_field, hold): (&str, &Option<String>),
@@ -202,20 +205,17 @@ fn timers(
     let keepalive = duration_field(d, keepalive_field, keepalive, errors);
     let hold = duration_field(d, hold_field, hold, errors);
     if let Some(h) = hold {
-        if h.as_secs() != 0 && h.as_secs() < 3 {
+        if !h.is_zero() && h < Duration::from_secs(3) {
             errors.push(d.error(
                 hold_field,
-                format!(
-                    "{}s: a hold time is 0 or at least 3s (RFC 4271)",
-                    h.as_secs()
-                ),
+                format!("{h:?}: a hold time is 0 or at least 3s (RFC 4271)"),
             ));
         }
         if h.as_secs() > 65535 {
             errors.push(d.error(hold_field, "at most 65535s"));
         }
         if let Some(k) = keepalive {
-            if h.as_secs() != 0 && k >= h {
+            if !h.is_zero() && k >= h {
                 errors.push(d.error(
                     keepalive_field,
                     format!(
@@ -244,6 +244,29 @@ fn duration_field(
             None
         }
     }
+}
+
+/// A graceful-restart time: the capability carries it in 12 bits, so at most 4095 s.
+/// Refused above that (for the mesh's as for a BGPPeer's) rather than clamped, so
+/// that what the peer is told is what was written.
+fn restart_time_field(
+    d: &RawDoc,
+    field: &str,
+    v: &Option<String>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Duration> {
+    let t = duration_field(d, field, v, errors)?;
+    if t.as_secs() > 4095 {
+        errors.push(d.error(
+            field,
+            format!(
+                "{}s: the graceful-restart time field holds at most 4095s",
+                t.as_secs()
+            ),
+        ));
+        return None;
+    }
+    Some(t)
 }
 
 fn password(
@@ -336,7 +359,7 @@ fn bgp_settings(
         ));
     }
     out.mesh_password = password(d, "spec.nodeMeshPassword", &s.node_mesh_password, errors);
-    out.mesh_restart_time = duration_field(
+    out.mesh_restart_time = restart_time_field(
         d,
         "spec.nodeMeshMaxRestartTime",
         &s.node_mesh_max_restart_time,
@@ -423,6 +446,15 @@ fn node_override(
         .to_string();
     let s = r.spec;
     let bind = bind_mode(d, &s.bind_mode, errors);
+    // The same rule as the default's port: 0 would make the node listen on a port the
+    // kernel picks and its peers dial port 0.
+    if s.listen_port == Some(0) {
+        errors.push(d.error(
+            "spec.listenPort",
+            "0 is not a port; use 1-65535 (default 179)",
+        ));
+        return;
+    }
     for (set, field) in [
         (s.as_number.is_some(), "spec.asNumber"),
         (
@@ -573,18 +605,7 @@ fn peer(
         ("spec.keepaliveTime", &s.keepalive_time),
         errors,
     );
-    let restart_time = duration_field(d, "spec.maxRestartTime", &s.max_restart_time, errors);
-    if let Some(t) = restart_time {
-        if t.as_secs() > 4095 {
-            errors.push(d.error(
-                "spec.maxRestartTime",
-                format!(
-                    "{}s: the graceful-restart time field holds at most 4095s",
-                    t.as_secs()
-                ),
-            ));
-        }
-    }
+    let restart_time = restart_time_field(d, "spec.maxRestartTime", &s.max_restart_time, errors);
     if s.ttl_security == Some(0) {
         errors.push(d.error(
             "spec.ttlSecurity",

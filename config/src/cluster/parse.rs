@@ -66,12 +66,17 @@ impl RawDoc {
         if key.is_empty() {
             return None;
         }
+        // `get`, not indexing: `i` comes from `match_indices` and is in bounds, but a
+        // line of the user's text is no place to rely on that.
         let is_key_at = |line: &str, i: usize| {
-            let before_ok = line[..i]
-                .chars()
-                .next_back()
-                .is_none_or(|c| c == ' ' || c == '{' || c == ',' || c == '-');
-            before_ok && line[i + key.len()..].starts_with(':')
+            let before_ok = line.get(..i).is_some_and(|before| {
+                before
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| c == ' ' || c == '{' || c == ',' || c == '-')
+            });
+            let after = i.checked_add(key.len()).and_then(|end| line.get(end..));
+            before_ok && after.is_some_and(|after| after.starts_with(':'))
         };
         let mut hits = text.lines().enumerate().filter(|(_, line)| {
             let line = line.split(" #").next().unwrap_or(line);

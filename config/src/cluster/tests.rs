@@ -291,3 +291,121 @@ fn peer_families_are_read_and_checked() {
         "{e}"
     );
 }
+
+// --- Extreme values: refused naming the field, never a panic ---------------------------
+
+const BGP_DEFAULT: &str =
+    "apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: default}\n";
+
+fn peer_with(extra: &str) -> String {
+    format!("apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: tor}}\nspec: {{peerIP: 198.51.100.1, asNumber: 65001, {extra}}}\n---\n{NODE}")
+}
+
+#[test]
+fn a_duration_past_gos_limit_is_refused_naming_the_field() {
+    // Issue 23: this panicked with "overflow when adding durations".
+    let e = errors(&peer_with(
+        "keepaliveTime: \"10000000000000000000s10000000000000000000s\"",
+    ))
+    .join("\n");
+    assert!(
+        e.contains("field `spec.keepaliveTime`: \"10000000000000000000s10000000000000000000s\" is longer than the largest duration accepted (2562047h47m16.854775807s"),
+        "{e}"
+    );
+    for field in ["holdTime", "maxRestartTime"] {
+        let e = errors(&peer_with(&format!("{field}: 2562047h2562047h"))).join("\n");
+        assert!(
+            e.contains(&format!("field `spec.{field}`: \"2562047h2562047h\" is longer than the largest duration accepted")),
+            "{e}"
+        );
+    }
+    for field in [
+        "nodeMeshHoldTime",
+        "nodeMeshKeepaliveTime",
+        "nodeMeshMaxRestartTime",
+    ] {
+        let e = errors(&format!(
+            "{BGP_DEFAULT}spec: {{{field}: 9999999999999999999999h}}\n"
+        ))
+        .join("\n");
+        assert!(
+            e.contains(&format!("field `spec.{field}`: \"9999999999999999999999h\" is longer than the largest duration accepted")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_sub_second_hold_time_is_refused_not_read_as_zero() {
+    // As whole seconds 500ms is 0, which would have turned the hold timer off.
+    let e = errors(&peer_with("holdTime: 500ms")).join("\n");
+    assert!(
+        e.contains("field `spec.holdTime`: 500ms: a hold time is 0 or at least 3s (RFC 4271)"),
+        "{e}"
+    );
+    let e = errors(&format!("{BGP_DEFAULT}spec: {{nodeMeshHoldTime: 2.5s}}\n")).join("\n");
+    assert!(
+        e.contains("field `spec.nodeMeshHoldTime`: 2.5s: a hold time is 0 or at least 3s"),
+        "{e}"
+    );
+    // 0 still means "no hold timer", and 3 s is the least RFC 4271 allows.
+    for hold in ["\"0\"", "0s", "3s"] {
+        load(&peer_with(&format!("holdTime: {hold}, keepaliveTime: 1s")))
+            .unwrap_or_else(|e| panic!("{hold}: {e}"));
+    }
+}
+
+#[test]
+fn the_mesh_restart_time_is_capped_like_a_peers() {
+    // The capability holds 12 bits; this used to be clamped to 4095 s silently.
+    let e = errors(&format!(
+        "{BGP_DEFAULT}spec: {{nodeMeshMaxRestartTime: 4096s}}\n"
+    ))
+    .join("\n");
+    assert!(
+        e.contains("field `spec.nodeMeshMaxRestartTime`: 4096s: the graceful-restart time field holds at most 4095s"),
+        "{e}"
+    );
+    let (c, _) = load(&format!(
+        "{BGP_DEFAULT}spec: {{nodeMeshMaxRestartTime: 4095s}}\n---\n{NODE}"
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.bgp.mesh_restart_time,
+        Some(std::time::Duration::from_secs(4095))
+    );
+}
+
+#[test]
+fn a_per_node_listen_port_of_zero_is_refused() {
+    let doc = "apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: node.node-a}\nspec: {listenPort: 0}\n";
+    let e = errors(doc).join("\n");
+    assert!(
+        e.contains(
+            "BGPConfiguration node.node-a): field `spec.listenPort`: 0 is not a port; use 1-65535"
+        ),
+        "{e}"
+    );
+    let doc = doc.replace("listenPort: 0", "listenPort: 1790");
+    let (c, _) = load(&doc).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.bgp.node_overrides.get("node-a"),
+        Some(&(Some(1790), None))
+    );
+    // Out of the u16 range is the parser's to refuse, also naming the document.
+    let e = errors(&doc.replace("1790", "65536")).join("\n");
+    assert!(e.contains("node.node-a"), "{e}");
+}
+
+#[test]
+fn deeply_nested_yaml_is_an_error_not_a_stack_overflow() {
+    for (open, close) in [("[", "]"), ("{a: ", "}")] {
+        let deep = format!(
+            "apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: tor}}\nspec: {}1{}\n",
+            open.repeat(100_000),
+            close.repeat(100_000)
+        );
+        let e = errors(&deep);
+        assert!(!e.is_empty());
+    }
+}

@@ -1,4 +1,4 @@
-//! `tern.yaml` as people write it: the DESIGN.md example, the defaults, and each
+//! `tern.yaml` as people write it: the documented example, the defaults, and each
 //! mistake with the message it must produce.
 
 use super::*;
@@ -101,6 +101,10 @@ fn mistakes_name_the_field_and_what_is_allowed() {
         (
             "node: n1\nmetrics: localhost\n",
             "field `metrics`: \"localhost\" is not an address:port",
+        ),
+        (
+            "node: n1\nmetrics: 127.0.0.1:0\n",
+            "field `metrics`: \"127.0.0.1:0\": port 0 is not a port; use 1-65535",
         ),
         (
             "node: n1\nlog: loud\n",

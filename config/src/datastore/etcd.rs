@@ -17,6 +17,11 @@
 //! its raw text with the etcd key as origin, so the model rejects it naming the key
 //! instead of the data vanishing.
 //!
+//! Sizes are checked before anything is parsed: a value over
+//! `limits.datastore_document_bytes`, or values adding up to more than one etcd
+//! response may hold, are refused ([`Refused`]); the store then reports itself
+//! unavailable, naming the key and the limit, and the configuration in force stays.
+//!
 //! How it stays consistent: one read (a transaction of ranged GETs, so one revision) gives
 //! the key map; one watch from the next revision keeps it current. The watch covers a
 //! single key range that spans both prefixes, so every event of one etcd revision (one
@@ -146,6 +151,15 @@ pub enum EtcdError {
         /// How long it waited.
         timeout: Duration,
     },
+    /// A value (or all of them together) is over the limit; nothing of this read is
+    /// used, and the configuration in force stays.
+    #[error("etcd at {endpoints}: {cause}")]
+    Refused {
+        /// The endpoints, comma separated.
+        endpoints: String,
+        /// Which value, and the limit.
+        cause: Refused,
+    },
     /// etcd answered with something the store cannot use.
     #[error("etcd at {endpoints}: {operation}: unexpected response: {detail}")]
     Unexpected {
@@ -165,6 +179,8 @@ pub struct EtcdStore {
     endpoints: Vec<String>,
     /// `endpoints` joined with `, `, for messages.
     label: String,
+    /// Checked before any value is parsed.
+    limits: ReadLimits,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -192,7 +208,18 @@ impl EtcdStore {
             client,
             endpoints: endpoints.to_vec(),
             label,
+            limits: ReadLimits::default(),
         })
+    }
+
+    /// Refuses, before parsing it, any value larger than `bytes`
+    /// (`limits.datastore_document_bytes`; default
+    /// [`DEFAULT_DATASTORE_DOCUMENT_BYTES`](crate::daemon::limits::DEFAULT_DATASTORE_DOCUMENT_BYTES)).
+    /// While such a value is in etcd the store reports itself unavailable and sends no
+    /// snapshot, so the configuration in force stays.
+    pub fn with_max_document_bytes(mut self, bytes: u64) -> EtcdStore {
+        self.limits.value_bytes = bytes;
+        self
     }
 
     /// Reads the complete resource set at one etcd revision: the resources and the IPAM
@@ -280,6 +307,23 @@ impl EtcdStore {
                 WatchEnd::Lost(reason) => {
                     warn!(endpoints = %self.label, reason = %reason, "etcd watch lost; re-listing");
                 }
+                WatchEnd::Refused(cause) => {
+                    // Reported like an outage, once: the re-list refuses the same
+                    // value until it is fixed, and the configuration in force stays.
+                    let err = EtcdError::Refused {
+                        endpoints: self.label.clone(),
+                        cause,
+                    };
+                    warn!(error = %err, "etcd value refused; keeping the last snapshot");
+                    reported = true;
+                    if events
+                        .send(StoreEvent::Unavailable(err.to_string()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
             }
             // A watch that ended soon after it started means something keeps failing:
             // back off instead of spinning through list + watch.
@@ -327,7 +371,10 @@ impl EtcdStore {
                 }
             }
         }
-        Ok(KeySpace::from_entries(entries, revision))
+        KeySpace::from_entries(entries, revision, self.limits).map_err(|cause| EtcdError::Refused {
+            endpoints: self.label.clone(),
+            cause,
+        })
     }
 
     /// Watches from `space`'s revision + 1, applying responses to `space` and sending a
@@ -375,6 +422,7 @@ impl EtcdStore {
                 WatchStep::Canceled { reason } => {
                     return WatchEnd::Lost(format!("etcd canceled the watch: {reason}"));
                 }
+                WatchStep::Refused(refused) => return WatchEnd::Refused(refused),
             }
         }
     }
@@ -463,6 +511,8 @@ enum WatchEnd {
     Compacted { compact_revision: i64 },
     /// The stream broke or etcd canceled the watch; the text says why.
     Lost(String),
+    /// A value was refused unread.
+    Refused(Refused),
 }
 
 /// Exponential back-off: [`BACKOFF_START`] doubling to [`BACKOFF_MAX`].
@@ -549,6 +599,55 @@ enum WatchStep {
     Compacted { compact_revision: i64 },
     /// etcd canceled the watch for another reason: re-list.
     Canceled { reason: String },
+    /// A value was refused unread: report the store unavailable, then re-list.
+    Refused(Refused),
+}
+
+/// How much the store reads before it parses anything: each value (as
+/// `limits.datastore_document_bytes` in `tern.yaml` says) and all of them together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReadLimits {
+    /// Largest value of a key tern reads.
+    value_bytes: u64,
+    /// Largest sum of the values of the keys tern reads. [`MAX_MESSAGE_BYTES`]: a key
+    /// space larger than that could not be re-listed (the list is one message), so a
+    /// watch must not build one either, one value at a time.
+    total_bytes: u64,
+}
+
+impl Default for ReadLimits {
+    fn default() -> ReadLimits {
+        ReadLimits {
+            value_bytes: crate::daemon::limits::DEFAULT_DATASTORE_DOCUMENT_BYTES,
+            total_bytes: u64::try_from(MAX_MESSAGE_BYTES).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// Values the store refused to read. While one is in etcd no snapshot is sent: the
+/// store reports itself unavailable, so the configuration in force stays (as the file
+/// store does with an oversized file), instead of the resource silently vanishing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// One value is larger than the limit; it was not parsed.
+    #[error("key {key}: {bytes} bytes, more than the {limit}-byte limit for one datastore document (limits.datastore_document_bytes in tern.yaml); not read")]
+    Value {
+        /// The etcd key.
+        key: String,
+        /// The value's size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The values tern reads add up to more than the limit; the values from `key` on
+    /// were not parsed.
+    #[error("the values under the keys tern reads add up to more than {limit} bytes (the largest etcd response tern accepts), reached at key {key}; not read")]
+    Total {
+        /// The key whose value went over.
+        key: String,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 /// The documents as of one etcd revision, keyed by etcd key. Values are converted when
@@ -557,24 +656,71 @@ enum WatchStep {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct KeySpace {
     documents: BTreeMap<String, Document>,
+    /// Size of the etcd value behind each document, for the running total.
+    value_bytes: BTreeMap<String, u64>,
+    /// The sum of `value_bytes`.
+    total_bytes: u64,
     revision: i64,
+    limits: ReadLimits,
 }
 
 impl KeySpace {
-    /// The key map of a complete read at `revision`.
-    fn from_entries(entries: impl IntoIterator<Item = (String, Vec<u8>)>, revision: i64) -> Self {
-        let documents = entries
-            .into_iter()
-            .filter_map(|(key, value)| document_for(&key, &value).map(|doc| (key, doc)))
-            .collect();
-        KeySpace {
-            documents,
+    /// The key map of a complete read at `revision`. Each value's size and the running
+    /// total are checked before the value is parsed; the first one over refuses the
+    /// whole read.
+    fn from_entries(
+        entries: impl IntoIterator<Item = (String, Vec<u8>)>,
+        revision: i64,
+        limits: ReadLimits,
+    ) -> Result<Self, Refused> {
+        let mut space = KeySpace {
             revision,
+            limits,
+            ..KeySpace::default()
+        };
+        for (key, value) in entries {
+            space.put(key, &value)?;
         }
+        Ok(space)
+    }
+
+    /// Sets `key` to `value` (or forgets it, when tern does not read it), refusing a
+    /// value over its limit or the total before parsing it. Reports whether the
+    /// document changed.
+    fn put(&mut self, key: String, value: &[u8]) -> Result<bool, Refused> {
+        let Some(kind) = key_kind(&key) else {
+            return Ok(self.remove(&key));
+        };
+        check_value_size(&key, value, self.limits.value_bytes)?;
+        let bytes = u64::try_from(value.len()).unwrap_or(u64::MAX);
+        let old = self.value_bytes.get(&key).copied().unwrap_or(0);
+        let total = self
+            .total_bytes
+            .saturating_sub(old)
+            .checked_add(bytes)
+            .filter(|t| *t <= self.limits.total_bytes)
+            .ok_or_else(|| Refused::Total {
+                key: key.clone(),
+                limit: self.limits.total_bytes,
+            })?;
+        let doc = convert(&key, kind, value);
+        self.total_bytes = total;
+        self.value_bytes.insert(key.clone(), bytes);
+        Ok(self.documents.insert(key, doc.clone()) != Some(doc))
+    }
+
+    /// Forgets `key`; reports whether a document went.
+    fn remove(&mut self, key: &str) -> bool {
+        if let Some(bytes) = self.value_bytes.remove(key) {
+            self.total_bytes = self.total_bytes.saturating_sub(bytes);
+        }
+        self.documents.remove(key).is_some()
     }
 
     /// Applies one whole watch response. Changes are applied in order (a key written
     /// twice in one response ends with its last value), all before anything is sent.
+    /// A refused value ends the watch with the space half-applied; the store then
+    /// throws the space away and re-lists, so that half is never sent.
     fn apply(&mut self, batch: WatchBatch) -> WatchStep {
         if batch.compact_revision > 0 {
             return WatchStep::Compacted {
@@ -592,12 +738,12 @@ impl KeySpace {
         let mut changed = false;
         for change in batch.changes {
             self.revision = self.revision.max(change.revision);
-            let new = change
-                .value
-                .and_then(|value| document_for(&change.key, &value));
-            changed |= match new {
-                Some(doc) => self.documents.insert(change.key, doc.clone()) != Some(doc),
-                None => self.documents.remove(&change.key).is_some(),
+            changed |= match change.value {
+                Some(value) => match self.put(change.key, &value) {
+                    Ok(changed) => changed,
+                    Err(refused) => return WatchStep::Refused(refused),
+                },
+                None => self.remove(&change.key),
             };
         }
         if changed {
@@ -634,21 +780,88 @@ impl KeySpace {
 ///   and `deleted` (a string, as in the v3 API).
 ///
 /// A value that is not a JSON object is returned as its raw text (origin = the key),
-/// so that the model reports it rather than it being dropped.
-pub fn document_for(key: &str, value: &[u8]) -> Option<Document> {
+/// so that the model reports it rather than it being dropped. A value longer than
+/// `max_value_bytes` is refused before it is parsed (see [`Refused::Value`]).
+pub fn document_for(
+    key: &str,
+    value: &[u8],
+    max_value_bytes: u64,
+) -> Option<Result<Document, Refused>> {
+    let kind = key_kind(key)?;
+    Some(check_value_size(key, value, max_value_bytes).map(|()| convert(key, kind, value)))
+}
+
+/// A key tern reads, taken apart. Deciding from the key alone, before the value is
+/// looked at, lets the store check a value's size (and the running total) before any
+/// parsing, and lets it ignore, unmeasured, the keys it does not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyKind<'a> {
+    /// `RESOURCES_PREFIX<plural>/[<namespace>/]<name>`.
+    Resource {
+        plural: &'a str,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    },
+    /// `BLOCKS_PREFIX ipv4/block/<segment>`.
+    Block { segment: &'a str },
+    /// `AFFINITIES_PREFIX <node>/ipv4/block/<segment>`.
+    Affinity { node: &'a str, segment: &'a str },
+}
+
+/// What `key` is, or `None` when tern does not read it.
+fn key_kind(key: &str) -> Option<KeyKind<'_>> {
     if let Some(rest) = key.strip_prefix(RESOURCES_PREFIX) {
-        resource_document(key, rest, value)
+        resource_key(key, rest)
     } else if let Some(rest) = key.strip_prefix(BLOCKS_PREFIX) {
-        block_document(key, rest, value)
+        match rest.split('/').collect::<Vec<_>>().as_slice() {
+            [family, "block", segment] if is_family(family) && !segment.is_empty() => {
+                Some(KeyKind::Block { segment })
+            }
+            _ => None,
+        }
     } else if let Some(rest) = key.strip_prefix(AFFINITIES_PREFIX) {
-        affinity_document(key, rest, value)
+        match rest.split('/').collect::<Vec<_>>().as_slice() {
+            [node, family, "block", segment]
+                if !node.is_empty() && is_family(family) && !segment.is_empty() =>
+            {
+                Some(KeyKind::Affinity { node, segment })
+            }
+            _ => None,
+        }
     } else {
         None
     }
 }
 
-/// A v3 resource: the value passed through, completed from the key.
-fn resource_document(key: &str, rest: &str, value: &[u8]) -> Option<Document> {
+/// The document for a key tern reads (its size already checked).
+fn convert(key: &str, kind: KeyKind<'_>, value: &[u8]) -> Document {
+    match kind {
+        KeyKind::Resource {
+            plural,
+            namespace,
+            name,
+        } => resource_document(key, plural, namespace, name, value),
+        KeyKind::Block { segment } => block_document(key, segment, value),
+        KeyKind::Affinity { node, segment } => affinity_document(key, node, segment, value),
+    }
+}
+
+/// Refuses a value longer than `max_bytes`, unread.
+fn check_value_size(key: &str, value: &[u8], max_bytes: u64) -> Result<(), Refused> {
+    let bytes = u64::try_from(value.len()).unwrap_or(u64::MAX);
+    if bytes > max_bytes {
+        return Err(Refused::Value {
+            key: key.to_string(),
+            bytes,
+            limit: max_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// A v3 resource key: plural, namespace and name, unless the plural is one tern never
+/// uses or the key is not in Calico's layout.
+fn resource_key<'a>(key: &str, rest: &'a str) -> Option<KeyKind<'a>> {
     let parts: Vec<&str> = rest.split('/').collect();
     let (plural, namespace, name) = match parts.as_slice() {
         [plural, name] => (*plural, None, *name),
@@ -666,9 +879,24 @@ fn resource_document(key: &str, rest: &str, value: &[u8]) -> Option<Document> {
     if IGNORED_PLURALS.contains(&plural) {
         return None;
     }
+    Some(KeyKind::Resource {
+        plural,
+        namespace,
+        name,
+    })
+}
+
+/// A v3 resource: the value passed through, completed from the key.
+fn resource_document(
+    key: &str,
+    plural: &str,
+    namespace: Option<&str>,
+    name: &str,
+    value: &[u8],
+) -> Document {
     let Some(Value::Object(mut object)) = parse_json(value) else {
         warn!(key, "etcd value is not a JSON object; handing it on as is");
-        return Some(raw_document(key, value));
+        return raw_document(key, value);
     };
     let mut filled = false;
     if !object.contains_key("apiVersion") {
@@ -697,9 +925,9 @@ fn resource_document(key: &str, rest: &str, value: &[u8]) -> Option<Document> {
     }
     if !filled {
         // Nothing to add: hand on the text exactly as etcd holds it.
-        return Some(raw_document(key, value));
+        return raw_document(key, value);
     }
-    Some(json_document(key, Value::Object(object)))
+    json_document(key, Value::Object(object))
 }
 
 /// The v3 kind stored under a plural, as libcalico-go registers them. An unknown plural
@@ -719,19 +947,15 @@ fn kind_for_plural(plural: &str) -> String {
     kind.to_string()
 }
 
-/// An IPAM block key (`ipv4/block/198.18.4.0-26`) and its `AllocationBlock` value.
-fn block_document(key: &str, rest: &str, value: &[u8]) -> Option<Document> {
-    let segment = match rest.split('/').collect::<Vec<_>>().as_slice() {
-        [family, "block", segment] if is_family(family) && !segment.is_empty() => *segment,
-        _ => return None,
-    };
+/// An IPAM block key's CIDR segment (`198.18.4.0-26`) and its `AllocationBlock` value.
+fn block_document(key: &str, segment: &str, value: &[u8]) -> Document {
     let key_cidr = cidr_from_segment(segment);
     let Some(Value::Object(block)) = parse_json(value) else {
         warn!(
             key,
             "IPAM block value is not a JSON object; handing it on as is"
         );
-        return Some(raw_document(key, value));
+        return raw_document(key, value);
     };
     let field = |name: &str| block.get(name).filter(|v| !v.is_null()).cloned();
     let mut spec = Map::new();
@@ -762,22 +986,12 @@ fn block_document(key: &str, rest: &str, value: &[u8]) -> Option<Document> {
         "deleted".into(),
         field("deleted").unwrap_or(Value::Bool(false)),
     );
-    Some(json_document(
-        key,
-        resource_json("IPAMBlock", &cidr_name(&key_cidr), spec),
-    ))
+    json_document(key, resource_json("IPAMBlock", &cidr_name(&key_cidr), spec))
 }
 
-/// A block affinity key (`<node>/ipv4/block/198.18.4.0-26`) and its value.
-fn affinity_document(key: &str, rest: &str, value: &[u8]) -> Option<Document> {
-    let (node, segment) = match rest.split('/').collect::<Vec<_>>().as_slice() {
-        [node, family, "block", segment]
-            if !node.is_empty() && is_family(family) && !segment.is_empty() =>
-        {
-            (*node, *segment)
-        }
-        _ => return None,
-    };
+/// A block affinity key's node and CIDR segment (`<node>/ipv4/block/198.18.4.0-26`)
+/// and its value.
+fn affinity_document(key: &str, node: &str, segment: &str, value: &[u8]) -> Document {
     let cidr = cidr_from_segment(segment);
     // Older Calico wrote affinities with an empty value: a confirmed affinity.
     let affinity = if value.iter().all(u8::is_ascii_whitespace) {
@@ -790,7 +1004,7 @@ fn affinity_document(key: &str, rest: &str, value: &[u8]) -> Option<Document> {
                     key,
                     "block affinity value is not a JSON object; handing it on as is"
                 );
-                return Some(raw_document(key, value));
+                return raw_document(key, value);
             }
         }
     };
@@ -812,10 +1026,7 @@ fn affinity_document(key: &str, rest: &str, value: &[u8]) -> Option<Document> {
     spec.insert("state".into(), state);
     spec.insert("deleted".into(), deleted);
     let name = format!("{node}-{}", cidr_name(&cidr));
-    Some(json_document(
-        key,
-        resource_json("BlockAffinity", &name, spec),
-    ))
+    json_document(key, resource_json("BlockAffinity", &name, spec))
 }
 
 /// `ipv4` or `ipv6`, the family segment of IPAM keys.

@@ -64,7 +64,9 @@ impl FileStore {
         let mut bytes = Vec::new();
         std::fs::File::open(&self.path)
             .map_err(cannot)?
-            .take(self.max_bytes + 1)
+            // Saturating: `with_max_bytes(u64::MAX)` must mean "no limit", not wrap
+            // around to reading nothing.
+            .take(self.max_bytes.saturating_add(1))
             .read_to_end(&mut bytes)
             .map_err(cannot)?;
         if bytes.len() as u64 > self.max_bytes {
@@ -184,6 +186,15 @@ mod tests {
         assert_eq!(text_of(&next(&mut rx).await), ("a: 2\n", 2));
         drop(rx);
         let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
+
+    #[test]
+    fn the_largest_limit_reads_the_file_instead_of_overflowing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cluster.yaml");
+        std::fs::write(&path, "a: 1\n").unwrap();
+        let doc = FileStore::new(&path).with_max_bytes(u64::MAX).read();
+        assert_eq!(doc.map(|d| d.text), Ok("a: 1\n".to_string()));
     }
 
     #[tokio::test]

@@ -51,7 +51,7 @@ pub struct LinuxFib {
 
 impl LinuxFib {
     /// Opens a netlink connection in the current network namespace. `protocol` marks
-    /// tern's routes (DESIGN.md default 201); `table` is where `own_routes` looks.
+    /// tern's routes (default 201); `table` is where `own_routes` looks.
     pub fn new(protocol: u8, table: u32) -> Result<LinuxFib, FibError> {
         let kernel = |what: &str, e: std::io::Error| FibError::Kernel {
             what: what.into(),

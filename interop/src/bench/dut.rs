@@ -21,7 +21,7 @@ pub const DUT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 99);
 pub const DUT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2);
 /// Its AS (Calico's default).
 pub const DUT_AS: u32 = 64512;
-/// tern's route protocol number (DESIGN.md).
+/// tern's route protocol number (its default, 201; docs/fib.md).
 pub const TERN_PROTO: u8 = 201;
 /// BIRD's (RTPROT_BIRD).
 pub const BIRD_PROTO: u8 = 12;

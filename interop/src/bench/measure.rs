@@ -68,6 +68,9 @@ pub struct FibCount {
     pub last: Option<Instant>,
     /// The socket overran: counts are low.
     pub lost: bool,
+    /// Distinct prefixes of the protocol in the kernel now, as the notifications tell
+    /// (a replace does not count twice): the restart timeline's y axis.
+    pub installed: u64,
 }
 
 /// Counts the kernel's route notifications of one protocol in a namespace, from a
@@ -115,6 +118,7 @@ impl FibWatch {
                     };
                     let mut events = Box::pin(events);
                     let _ = ready_tx.send(Ok(()));
+                    let mut present = std::collections::HashSet::new();
                     loop {
                         tokio::select! {
                             _ = &mut stop_rx => break,
@@ -122,13 +126,17 @@ impl FibWatch {
                                 let Some(e) = e else { break };
                                 let Ok(mut n) = c.lock() else { break };
                                 match e {
-                                    KernelEvent::RouteAdded { protocol: p, .. } if p == protocol => {
+                                    KernelEvent::RouteAdded { protocol: p, route } if p == protocol => {
                                         n.added += 1;
                                         n.last = Some(Instant::now());
+                                        present.insert(route.prefix);
+                                        n.installed = present.len() as u64;
                                     }
-                                    KernelEvent::RouteRemoved { protocol: p, .. } if p == protocol => {
+                                    KernelEvent::RouteRemoved { protocol: p, route } if p == protocol => {
                                         n.removed += 1;
                                         n.last = Some(Instant::now());
+                                        present.remove(&route.prefix);
+                                        n.installed = present.len() as u64;
                                     }
                                     KernelEvent::Lost => n.lost = true,
                                     _ => {}
@@ -153,6 +161,22 @@ impl FibWatch {
     /// The counts so far.
     pub fn get(&self) -> FibCount {
         self.count.lock().map(|c| *c).unwrap_or_default()
+    }
+
+    /// A handle that reads the counts from another thread (the restart sampler).
+    pub fn probe(&self) -> FibProbe {
+        FibProbe(self.count.clone())
+    }
+}
+
+/// Reads a [`FibWatch`]'s counts from another thread.
+#[derive(Debug, Clone)]
+pub struct FibProbe(Arc<Mutex<FibCount>>);
+
+impl FibProbe {
+    /// The counts so far.
+    pub fn get(&self) -> FibCount {
+        self.0.lock().map(|c| *c).unwrap_or_default()
     }
 }
 

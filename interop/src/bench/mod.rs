@@ -19,6 +19,7 @@ pub mod report;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
@@ -244,6 +245,10 @@ pub struct RunResult {
     pub rep: usize,
     /// Figures by name (seconds, bytes, counts).
     pub metrics: BTreeMap<String, f64>,
+    /// Restart scenario: `[seconds since the stop, the daemon's routes in the kernel]`,
+    /// sampled every 20 ms from 1 s before the stop (`tern-lab chart` draws it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<[f64; 2]>,
     /// Why the run failed, if it did.
     pub error: Option<String>,
 }
@@ -260,7 +265,8 @@ pub fn run_all(opts: &BenchOpts, mut progress: impl FnMut(&RunResult)) -> Vec<Ru
                     continue;
                 };
                 let mut metrics = BTreeMap::new();
-                let error = run_one(opts, sc, kind, rep, &mut metrics)
+                let mut timeline = Vec::new();
+                let error = run_one(opts, sc, kind, rep, &mut metrics, &mut timeline)
                     .err()
                     .map(|e| e.to_string());
                 let r = RunResult {
@@ -268,6 +274,7 @@ pub fn run_all(opts: &BenchOpts, mut progress: impl FnMut(&RunResult)) -> Vec<Ru
                     daemon: kind.name().to_string(),
                     rep,
                     metrics,
+                    timeline,
                     error,
                 };
                 progress(&r);
@@ -276,6 +283,46 @@ pub fn run_all(opts: &BenchOpts, mut progress: impl FnMut(&RunResult)) -> Vec<Ru
         }
     }
     out
+}
+
+/// Samples the daemon's kernel route count every 20 ms from a thread of its own, so
+/// the restart itself (which blocks the caller) is on the timeline too.
+struct RouteSampler {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(Instant, u64)>>,
+}
+
+impl RouteSampler {
+    fn start(probe: measure::FibProbe) -> RouteSampler {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            while !halt.load(std::sync::atomic::Ordering::SeqCst) {
+                out.push((Instant::now(), probe.get().installed));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            out
+        });
+        RouteSampler { stop, thread }
+    }
+
+    /// Stops sampling; the samples as `[seconds relative to t0, routes]`.
+    fn finish(self, t0: Instant) -> Vec<[f64; 2]> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let samples = self.thread.join().unwrap_or_default();
+        samples
+            .into_iter()
+            .map(|(t, n)| {
+                let s = if t >= t0 {
+                    t.duration_since(t0).as_secs_f64()
+                } else {
+                    -t0.duration_since(t).as_secs_f64()
+                };
+                [s, n as f64]
+            })
+            .collect()
+    }
 }
 
 /// Adds the addresses in `cidrs` to `ifname` in `ns` with one `ip -batch`.
@@ -364,6 +411,7 @@ fn run_one(
     kind: DutKind,
     rep: usize,
     m: &mut BTreeMap<String, f64>,
+    timeline: &mut Vec<[f64; 2]>,
 ) -> Result<()> {
     let dir = opts.dir.join(format!(
         "{}-{}-{rep}",
@@ -467,7 +515,7 @@ fn run_one(
         dut_ns,
         _inj_ns: inj_ns,
     };
-    let r = measure(opts, sc, &mut rig, n, t_start, m);
+    let r = measure(opts, sc, &mut rig, n, t_start, m, timeline);
     if r.is_err() {
         if let Ok(Some(e)) = rig.inj.errors().first().map(|e| Some(e.clone())).ok_or(()) {
             m.insert("injector_errors".into(), rig.inj.errors().len() as f64);
@@ -486,6 +534,7 @@ fn measure(
     n: usize,
     t_start: Instant,
     m: &mut BTreeMap<String, f64>,
+    timeline: &mut Vec<[f64; 2]>,
 ) -> Result<()> {
     let peers = sc.feeds().len();
     let n64 = n as u64;
@@ -581,6 +630,7 @@ fn measure(
         }
         Scenario::Restart(_) => {
             // Let the kernel settle, then restart and count what the daemon deletes.
+            let sampler = rig.watch.as_ref().map(|w| RouteSampler::start(w.probe()));
             std::thread::sleep(Duration::from_secs(1));
             let removed0 = fib(&rig.watch).removed;
             let t1 = Instant::now();
@@ -600,6 +650,9 @@ fn measure(
             )?;
             // Deletions that follow convergence (stale routes swept) count too.
             std::thread::sleep(Duration::from_secs(3));
+            if let Some(s) = sampler {
+                *timeline = s.finish(t1);
+            }
             m.insert("restart_stop_s".into(), secs(t1, t2));
             m.insert("restart_converge_s".into(), secs(t2, rib_at.unwrap_or(t2)));
             if rig.watch.is_some() {

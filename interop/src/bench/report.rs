@@ -224,6 +224,7 @@ mod tests {
             daemon: d.into(),
             rep,
             metrics: [("converge_s".to_string(), rib)].into_iter().collect(),
+            timeline: Vec::new(),
             error: None,
         }
     }

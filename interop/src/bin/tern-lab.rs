@@ -2,7 +2,8 @@
 //! (tern nodes, pods, a ToR), `status`, `ping` (every pod to every pod), `down`; and
 //! `capture`, which records BIRD 2, GoBGP and FRR talking BGP (the codec's fixtures);
 //! `bench`, which runs tern, BIRD, FRR and GoBGP side by side on the same load;
-//! `soak`, which keeps a lab under churn and flaps for minutes while sampling memory.
+//! `soak`, which keeps a lab under churn and flaps for minutes while sampling memory;
+//! `chart`, which draws SVG pictures from what `bench` and `soak` wrote.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -147,8 +148,31 @@ struct Soak {
     tern: Option<PathBuf>,
 }
 
+#[derive(Args)]
+struct Chart {
+    /// A `tern-lab bench --json` file: bench-time.svg, bench-cpu.svg, bench-rss.svg
+    /// and (with a restart scenario) restart-timeline.svg.
+    bench: Option<PathBuf>,
+    /// A soak's soak.csv: soak-rss.svg (kill and flap markers from soak-events.csv
+    /// beside it).
+    #[arg(long)]
+    soak: Option<PathBuf>,
+    /// lab-topology.svg: the lab `./demo.sh` builds (4 nodes, a BIRD ToR, 2 pods and a
+    /// borrowed address per node, dual stack).
+    #[arg(long)]
+    topology: bool,
+    /// One line on the machine, printed under each bench chart's title.
+    #[arg(long, default_value = "")]
+    machine: String,
+    /// Directory to write the SVGs into.
+    #[arg(long, default_value = "docs/img")]
+    out: PathBuf,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Draw SVG charts from `bench --json` and the soak's CSV, and the lab's topology.
+    Chart(Chart),
     /// Keep a lab of N tern nodes under churn and session flaps for minutes, sampling
     /// every tern's RSS and CPU; check every route and pod at the end and that memory
     /// stayed flat (ASCII chart; every sample in soak.csv).
@@ -179,6 +203,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     #[cfg(target_os = "linux")]
     {
+        if let Command::Chart(c) = cli.command {
+            return linux::chart(&c);
+        }
         if let Err(reason) = tern_interop::lab_available() {
             eprintln!("tern-lab: {reason}");
             return ExitCode::from(2);
@@ -191,6 +218,7 @@ fn main() -> ExitCode {
             Command::Capture { out, prefix } => linux::capture(&out, &prefix),
             Command::Bench(b) => linux::bench(b),
             Command::Soak(a) => linux::soak(a),
+            Command::Chart(c) => linux::chart(&c),
         }
     }
     #[cfg(not(target_os = "linux"))]
@@ -209,7 +237,66 @@ mod linux {
     use tern_interop::lab::{self, state, LabSpec, NodeKind, Topology};
     use tern_interop::peers::{self, Kind};
 
-    use super::{Bench, Soak, Tor, Up, Where};
+    use super::{Bench, Chart, Soak, Tor, Up, Where};
+
+    pub fn chart(c: &Chart) -> ExitCode {
+        use tern_interop::chart;
+        let mut files = Vec::new();
+        let read = |p: &std::path::Path| {
+            std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        let made = (|| -> Result<(), String> {
+            if let Some(path) = &c.bench {
+                let doc: serde_json::Value = serde_json::from_str(&read(path)?)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                files.extend(
+                    chart::bench::charts(&doc, &c.machine)
+                        .map_err(|e| format!("{}: {e}", path.display()))?,
+                );
+            }
+            if let Some(path) = &c.soak {
+                let events = path.with_file_name("soak-events.csv");
+                let events = if events.exists() {
+                    read(&events)?
+                } else {
+                    String::new()
+                };
+                files.push((
+                    "soak-rss.svg".into(),
+                    chart::soak::chart(&read(path)?, &events)?,
+                ));
+            }
+            if c.topology {
+                let mut spec = LabSpec::new("tl-", &c.out, std::path::Path::new("tern"), 4);
+                spec.tor = Some(Kind::Bird);
+                spec.pods = 2;
+                spec.borrowed = 1;
+                spec.ipv6 = true;
+                files.push(("lab-topology.svg".into(), chart::topology::chart(&spec)));
+            }
+            Ok(())
+        })();
+        if let Err(e) = made {
+            eprintln!("tern-lab chart: {e}");
+            return ExitCode::FAILURE;
+        }
+        if files.is_empty() {
+            eprintln!("tern-lab chart: nothing to draw: give a bench JSON file, --soak FILE or --topology");
+            return ExitCode::from(2);
+        }
+        match chart::write(&c.out, &files) {
+            Ok(paths) => {
+                for p in paths {
+                    println!("{p}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tern-lab chart: {}: {e}", c.out.display());
+                ExitCode::FAILURE
+            }
+        }
+    }
 
     pub fn soak(a: Soak) -> ExitCode {
         use tern_interop::soak::{self, SoakOpts};
@@ -223,7 +310,14 @@ mod linux {
             );
             return ExitCode::FAILURE;
         }
-        if !(a.minutes > 0.0 && a.sample_secs > 0.0) {
+        let (Ok(duration), Ok(sample_every)) = (
+            Duration::try_from_secs_f64(a.minutes * 60.0),
+            Duration::try_from_secs_f64(a.sample_secs),
+        ) else {
+            eprintln!("tern-lab soak: --minutes and --sample-secs must be positive numbers");
+            return ExitCode::from(2);
+        };
+        if duration.is_zero() || sample_every.is_zero() {
             eprintln!("tern-lab soak: --minutes and --sample-secs must be positive");
             return ExitCode::from(2);
         }
@@ -232,8 +326,8 @@ mod linux {
             dir: a.dir.clone(),
             tern: a.tern.unwrap_or_else(lab::find_tern),
             nodes: a.nodes,
-            duration: Duration::from_secs_f64(a.minutes * 60.0),
-            sample_every: Duration::from_secs_f64(a.sample_secs),
+            duration,
+            sample_every,
         };
         eprintln!(
             "tern-lab soak: {} nodes for {} min, tern is {}",
@@ -249,7 +343,12 @@ mod linux {
             }
         };
         print!("{}", report.render());
-        println!("every sample: {}", a.dir.join("soak.csv").display());
+        println!(
+            "every sample: {}, every flap: {} (draw them: tern-lab chart --soak {})",
+            a.dir.join("soak.csv").display(),
+            a.dir.join("soak-events.csv").display(),
+            a.dir.join("soak.csv").display()
+        );
         let failures = report.failures();
         if failures.is_empty() {
             println!("soak passed");

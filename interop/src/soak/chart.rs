@@ -35,6 +35,16 @@ pub fn csv(samples: &[Sample]) -> String {
     s
 }
 
+/// The CSV of the flaps: `t_s,node,event` (`kill` or `flap`), which `tern-lab chart
+/// --soak` marks on the RSS chart.
+pub fn events_csv(events: &[(f64, usize, &str)]) -> String {
+    let mut s = String::from("t_s,node,event\n");
+    for (t, node, what) in events {
+        let _ = writeln!(s, "{t:.1},{node},{what}");
+    }
+    s
+}
+
 /// Memory growth verdict for one series (RSS over time).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Flatness {

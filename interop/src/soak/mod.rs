@@ -103,6 +103,8 @@ pub struct SoakReport {
     pub flatness: Vec<(usize, Option<Flatness>)>,
     /// Every sample.
     pub samples: Vec<Sample>,
+    /// Every flap: seconds since the start, node, `kill` or `flap` (soak-events.csv).
+    pub events: Vec<(f64, usize, &'static str)>,
     /// Seconds the churn and flaps ran.
     pub elapsed_s: f64,
     /// Warm-up excluded from the RSS verdict, seconds.
@@ -457,6 +459,10 @@ pub fn run(opts: &SoakOpts, mut progress: impl FnMut(&str)) -> Result<SoakReport
     report.samples = sampling.join().unwrap_or_default();
     finish?;
     let _ = std::fs::write(opts.dir.join("soak.csv"), chart::csv(&report.samples));
+    let _ = std::fs::write(
+        opts.dir.join("soak-events.csv"),
+        chart::events_csv(&report.events),
+    );
     report.warmup_s = (report.elapsed_s / 10.0).max(20.0);
     for &node in &report.stable_nodes {
         let series: Vec<(f64, f64)> = report
@@ -569,6 +575,9 @@ fn cycles(
         }
         std::thread::sleep(wait);
         let what = if cycle % 2 == 1 {
+            report
+                .events
+                .push((t0.elapsed().as_secs_f64(), victim, "kill"));
             lab.kill_tern(victim);
             refresh(pids, lab);
             std::thread::sleep(Duration::from_secs(1));
@@ -577,6 +586,9 @@ fn cycles(
             report.kills += 1;
             format!("kill -9 node-{victim}")
         } else {
+            report
+                .events
+                .push((t0.elapsed().as_secs_f64(), victim, "flap"));
             lab.exec_on_node(victim, "ip", &["link", "set", "eth0", "down"])?;
             std::thread::sleep(Duration::from_secs(u64::from(MESH_HOLD) + 2));
             lab.exec_on_node(victim, "ip", &["link", "set", "eth0", "up"])?;

@@ -10,7 +10,8 @@ const BLOCK6_KEY: &str = "/calico/ipam/v2/assignment/ipv6/block/2001:db8:1::-122
 const AFFINITY_KEY: &str = "/calico/ipam/v2/host/node-a/ipv4/block/198.18.4.0-26";
 
 fn doc(key: &str, value: &str) -> Option<Document> {
-    document_for(key, value.as_bytes())
+    document_for(key, value.as_bytes(), u64::MAX)
+        .map(|d| d.unwrap_or_else(|e| panic!("{key} refused: {e}")))
 }
 
 /// The document's text as JSON (panics, naming the text, when it is not JSON).
@@ -419,7 +420,9 @@ fn initial() -> KeySpace {
             (resource_key("nodes/node-a"), br#"{"spec":{}}"#.to_vec()),
         ],
         10,
+        ReadLimits::default(),
     )
+    .expect("small values are read")
 }
 
 #[test]
@@ -552,6 +555,174 @@ fn compaction_and_cancel_end_the_watch_without_touching_the_set() {
     };
     assert!(matches!(space.apply(canceled), WatchStep::Canceled { reason } if !reason.is_empty()));
     assert_eq!(space, before);
+}
+
+// --- Size limits, checked before parsing ----------------------------------------------
+
+/// A JSON resource value of exactly `bytes` bytes.
+fn sized(bytes: usize) -> Vec<u8> {
+    let value = format!(r#"{{"spec":{{}},"pad":"{}"}}"#, "x".repeat(bytes - 20));
+    assert_eq!(value.len(), bytes);
+    value.into_bytes()
+}
+
+#[test]
+fn an_oversized_value_is_refused_unparsed_naming_the_key_and_the_limit() {
+    let peer = resource_key("bgppeers/tor");
+    // Not JSON: had it been parsed, it would come back as raw text for the model (as
+    // the value at the limit does), not as a size error.
+    let mut value = b"{ not json ".to_vec();
+    value.resize(4097, b'x');
+    for key in [peer.as_str(), BLOCK_KEY, AFFINITY_KEY] {
+        match document_for(key, &value, 4096) {
+            Some(Err(refused)) => assert_eq!(
+                refused.to_string(),
+                format!("key {key}: 4097 bytes, more than the 4096-byte limit for one datastore document (limits.datastore_document_bytes in tern.yaml); not read")
+            ),
+            other => panic!("{key}: {other:?}"),
+        }
+        let at_limit = value.get(..4096).expect("4097 bytes");
+        match document_for(key, at_limit, 4096) {
+            Some(Ok(d)) => assert_eq!(d.text.as_bytes(), at_limit, "{key}"),
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+    // Keys tern does not read are not measured: they are ignored, whatever their size.
+    assert_eq!(
+        document_for(&resource_key("workloadendpoints/ns/pod"), &value, 4096),
+        None
+    );
+    assert_eq!(
+        document_for("/calico/ipam/v2/handle/h1", &value, 4096),
+        None
+    );
+
+    // A read holding such a value is refused whole, naming the endpoint and the key.
+    let limits = ReadLimits {
+        value_bytes: 4096,
+        ..ReadLimits::default()
+    };
+    let refused = KeySpace::from_entries(
+        vec![
+            (resource_key("nodes/node-a"), sized(100)),
+            (peer.clone(), value.clone()),
+        ],
+        10,
+        limits,
+    )
+    .expect_err("an oversized value was read");
+    assert_eq!(
+        refused,
+        Refused::Value {
+            key: peer.clone(),
+            bytes: 4097,
+            limit: 4096
+        }
+    );
+    let err = EtcdError::Refused {
+        endpoints: "http://127.0.0.1:2379".into(),
+        cause: refused,
+    };
+    assert!(
+        err.to_string().starts_with(&format!(
+            "etcd at http://127.0.0.1:2379: key {peer}: 4097 bytes, more than the 4096-byte limit"
+        )),
+        "{err}"
+    );
+
+    // The same value arriving by watch ends the watch; nothing is sent.
+    let mut space = KeySpace::from_entries(vec![], 10, limits).expect("empty");
+    let step = space.apply(batch(vec![KeyChange {
+        key: peer.clone(),
+        value: Some(value),
+        revision: 11,
+    }]));
+    assert_eq!(
+        step,
+        WatchStep::Refused(Refused::Value {
+            key: peer,
+            bytes: 4097,
+            limit: 4096
+        })
+    );
+}
+
+#[test]
+fn the_running_total_of_values_is_checked_before_parsing() {
+    let limits = ReadLimits {
+        value_bytes: 100,
+        total_bytes: 150,
+    };
+    let (a, b, c) = (
+        resource_key("nodes/a"),
+        resource_key("nodes/b"),
+        resource_key("nodes/c"),
+    );
+    // Each value is under its limit; together they are not.
+    let refused = KeySpace::from_entries(
+        vec![
+            (a.clone(), sized(60)),
+            (b.clone(), sized(60)),
+            (c.clone(), sized(40)),
+        ],
+        10,
+        limits,
+    )
+    .expect_err("read more than the total");
+    assert_eq!(
+        refused,
+        Refused::Total {
+            key: c.clone(),
+            limit: 150
+        }
+    );
+    assert!(refused.to_string().contains(&c), "{refused}");
+
+    let mut space = KeySpace::from_entries(
+        vec![(a.clone(), sized(60)), (b.clone(), sized(60))],
+        10,
+        limits,
+    )
+    .expect("120 bytes");
+    // Ignored keys do not count; a new value replaces the old one's share.
+    assert_eq!(
+        space.apply(batch(vec![
+            put("/calico/ipam/v2/handle/h1", &"x".repeat(1000), 11),
+            KeyChange {
+                key: a.clone(),
+                value: Some(sized(80)),
+                revision: 11,
+            },
+        ])),
+        WatchStep::Changed
+    );
+    assert_eq!(
+        space.apply(batch(vec![KeyChange {
+            key: c.clone(),
+            value: Some(sized(20)),
+            revision: 12,
+        }])),
+        WatchStep::Refused(Refused::Total {
+            key: c.clone(),
+            limit: 150
+        })
+    );
+    // After a delete there is room again.
+    let mut space =
+        KeySpace::from_entries(vec![(a, sized(80)), (b.clone(), sized(60))], 10, limits)
+            .expect("140 bytes");
+    assert_eq!(
+        space.apply(batch(vec![
+            delete(&b, 11),
+            KeyChange {
+                key: c,
+                value: Some(sized(20)),
+                revision: 11,
+            },
+        ])),
+        WatchStep::Changed
+    );
+    assert_eq!(space.total_bytes, 100);
 }
 
 #[test]

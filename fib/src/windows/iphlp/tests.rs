@@ -4,6 +4,9 @@
 //! Windows), so `apply` and the neighbour table (not implemented by Wine 8) stay out;
 //! GetBestRoute2 runs where implemented (Wine 8 answers "not supported": skipped, said).
 
+#[path = "../../../../tests/support/skip.rs"]
+mod skip;
+
 use super::*;
 use windows_sys::Win32::Foundation::ERROR_NOT_SUPPORTED;
 
@@ -40,7 +43,10 @@ fn own_routes_are_only_the_recorded_rows_of_the_live_table() {
         .find(|r| r.protocol == convert::PROTOCOL_NETMGMT)
         .copied()
     else {
-        eprintln!("no NETMGMT row on this host; ownership of a live row not checked");
+        skip::skip(
+            "iphlp_netmgmt_row",
+            "no NETMGMT row on this host; ownership of a live row not checked",
+        );
         return;
     };
     let mut record = Record::default();
@@ -85,7 +91,10 @@ fn the_best_route_to_an_on_link_address_has_no_gateway_and_a_named_interface() {
         Ok(None) => panic!("no route to {inside} although {net} is in the table"),
         // Wine 8 does not implement GetBestRoute2; real Windows must get here.
         Err(e) if e.contains(&format!("Win32 error {ERROR_NOT_SUPPORTED}:")) => {
-            eprintln!("SKIP: GetBestRoute2 is not implemented here (Wine): {e}");
+            skip::skip(
+                "iphlp_best_route",
+                &format!("GetBestRoute2 is not implemented here (Wine): {e}"),
+            );
         }
         Err(e) => panic!("{e}"),
     }
