@@ -2,7 +2,8 @@
 # Runs every test of tern: installs what is missing (scripts/setup.sh), then formatting,
 # lints, all unit / property / namespace tests, and the Windows build check.
 #   ./test.sh               everything CI runs
-#   ./test.sh --fuzz SECS   also run each fuzz target (decode, fsm, cluster, tern_yaml)
+#   ./test.sh --fuzz SECS   also run each fuzz target (decode, fsm, cluster, tern_yaml,
+#                           structured)
 #                           with cargo-fuzz for SECS seconds
 #   ./test.sh --audit       cargo audit against the advisory database fetched from the
 #                           network (without the flag, a local snapshot is used when
@@ -79,7 +80,7 @@ else
 fi
 
 if [ "$fuzz_secs" != 0 ]; then
-  step "cargo fuzz: decode, fsm, cluster, tern_yaml for ${fuzz_secs}s each"
+  step "cargo fuzz: decode, fsm, cluster, tern_yaml, structured for ${fuzz_secs}s each"
   command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
   (cd bgp/fuzz && for t in decode fsm; do mkdir -p corpus/$t
      cargo fuzz run -s none $t corpus/$t seeds/$t -- -max_total_time="$fuzz_secs" || exit 1; done)
