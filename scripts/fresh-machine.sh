@@ -21,5 +21,5 @@ if [ $# -gt 0 ]; then
   exec "$tool" "$@"
 fi
 t0=$(date +%s)
-"$tool" 'start=$(date +%s); ./demo.sh; demo=$(( $(date +%s) - start )); start=$(date +%s); bash .ci/run; echo "[fresh-machine] ./demo.sh took ${demo} s, bash .ci/run took $(( $(date +%s) - start )) s"'
+"$tool" 'set -e; start=$(date +%s); ./demo.sh; demo=$(( $(date +%s) - start )); start=$(date +%s); bash .ci/run; echo "[fresh-machine] ./demo.sh took ${demo} s, bash .ci/run took $(( $(date +%s) - start )) s"'
 echo "[fresh-machine] passed in $(( $(date +%s) - t0 )) s in all"

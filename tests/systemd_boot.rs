@@ -291,6 +291,9 @@ fn tern_service_boots_without_a_valid_configuration_and_starts_bgp_when_fixed() 
     write(&root, "/etc/tern/cluster.yaml", &broken);
 
     // Boot. --keep-unit and --register=no: no machined or host systemd needed.
+    // --link-journal=no: linking the journal needs the host's machine ID, which a
+    // freshly built machine (an empty /etc/machine-id) does not have ("Failed to
+    // retrieve machine ID: No medium found").
     let log = work.path().join("console.log");
     let mut cmd = Command::new("systemd-nspawn");
     cmd.args([
@@ -298,6 +301,7 @@ fn tern_service_boots_without_a_valid_configuration_and_starts_bgp_when_fixed() 
         "--private-network",
         "--register=no",
         "--keep-unit",
+        "--link-journal=no",
         "--quiet",
     ])
     .arg(format!("--machine=tern-sdboot-{}", std::process::id()))
