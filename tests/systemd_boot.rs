@@ -328,18 +328,25 @@ fn tern_service_boots_without_a_valid_configuration_and_starts_bgp_when_fixed() 
         c.init.is_some()
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", console()));
+    let mut last = String::new();
     wait_for(
         "systemd in the container to answer",
         Duration::from_secs(120),
         || {
             let o = c.run(&["systemctl", "is-system-running"]);
-            let s = String::from_utf8_lossy(&o.stdout);
+            let s = String::from_utf8_lossy(&o.stdout).into_owned();
+            last = format!("{s}{}", String::from_utf8_lossy(&o.stderr));
             ["running", "degraded", "starting", "initializing"]
                 .iter()
                 .any(|w| s.trim() == *w)
         },
     )
-    .unwrap_or_else(|e| panic!("{e}\n{}", console()));
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}\nlast `systemctl is-system-running` in the container: {last}\n{}",
+            console()
+        )
+    });
     eprintln!(
         "systemd_boot: container systemd answering {:.1} s after nspawn started",
         t_boot.elapsed().as_secs_f64()
