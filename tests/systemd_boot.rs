@@ -133,7 +133,12 @@ impl Container {
             .unwrap_or_else(|| panic!("the container has no init yet"));
         Command::new("nsenter")
             .arg(format!("--target={init}"))
-            .args(["--mount", "--uts", "--ipc", "--net", "--pid", "--"])
+            // --root and --wd: the container init's own root. Entering its mount
+            // namespace alone resets the root to that namespace's root mount, which is
+            // the container only where nspawn was not itself started in a chroot.
+            .args([
+                "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--",
+            ])
             .args(args)
             .env("SYSTEMD_PAGER", "")
             .env("SYSTEMD_COLORS", "0")
