@@ -91,7 +91,6 @@ fi
 # RustSec advisories against every Cargo.lock. A local snapshot of the database is used
 # when there is one (this workplace's machines cannot fetch it); --audit fetches it.
 advisory_db="${TERN_ADVISORY_DB:-}"
-[ -z "$advisory_db" ] && [ -d ../shared/advisory-db/crates ] && advisory_db="$(cd ../shared/advisory-db && pwd)"
 if [ -n "$advisory_db" ] || [ $audit = 1 ]; then
   step "cargo audit (RustSec advisories against every Cargo.lock)"
   command -v cargo-audit >/dev/null 2>&1 || cargo install cargo-audit --locked --quiet
