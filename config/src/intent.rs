@@ -168,6 +168,17 @@ pub struct Listen {
     pub addresses: Vec<IpAddr>,
 }
 
+/// Where the BGP router id comes from when the Node's IPv4 address is not to be used:
+/// calico-node's `CALICO_ROUTER_ID` (an IPv4 address, or `hash` of the node name, which
+/// lets IPv6-only nodes run). Set in `tern.yaml` (`router_id`) or the environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterIdSetting {
+    /// A fixed router id.
+    Address(Ipv4Addr),
+    /// Derived from the node name, as calico-node does for `CALICO_ROUTER_ID=hash`.
+    Hash,
+}
+
 /// Everything this node must do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Intent {
