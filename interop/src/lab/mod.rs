@@ -12,6 +12,7 @@
 //! Everything is torn down when the [`Lab`] drops, unless [`Lab::detach`] hands it to
 //! `tern-lab down` (see [`state`]).
 
+pub mod kdd;
 pub mod peerconf;
 pub mod plan;
 pub mod probe;

@@ -1,0 +1,206 @@
+//! The lab's cluster in the shapes a Kubernetes-datastore (KDD) cluster keeps it: the
+//! Calico v3 documents of `cluster.yaml` turned into what the API server holds, so the
+//! same lab runs on a file or on the Kubernetes API stand-in.
+//!
+//! - A Calico `Node` becomes a core `v1` Node: its BGP fields become calico-node's
+//!   annotations (`projectcalico.org/IPv4Address`, …), its labels the Node's labels.
+//! - Every other kind becomes the `crd.projectcalico.org/v1` custom resource of the
+//!   same kind and spec (that is how Calico stores v3 resources in KDD);
+//!   BlockAffinity gets the CRD's string `deleted: "false"`.
+//! - A BGPPeer password read from a file becomes a Secret in the calico-node namespace
+//!   and a `secretKeyRef`, as a KDD cluster has it.
+//!
+//! Pure: the lab and its tests call it without a server.
+
+use serde_json::{json, Map, Value};
+
+use crate::{Error, Result};
+
+/// The namespace the lab's Secrets live in (where calico-node runs in an operator
+/// install).
+pub const SECRET_NAMESPACE: &str = "calico-system";
+
+/// Converts `cluster_yaml` (multi-document Calico v3) into Kubernetes objects.
+/// `read_file` reads a `password.file` (the lab wrote it) so it can become a Secret.
+pub fn objects(
+    cluster_yaml: &str,
+    read_file: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for (i, text) in cluster_yaml.split("\n---").enumerate() {
+        let text = text.trim_start_matches("---");
+        if text.trim().is_empty() {
+            continue;
+        }
+        let doc: Value = serde_saphyr::from_str(text)
+            .map_err(|e| Error::Lab(format!("cluster.yaml document {i}: {e}")))?;
+        let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+        let meta = doc.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        let mut spec = doc.get("spec").cloned().unwrap_or_else(|| json!({}));
+        match kind.as_str() {
+            "Node" => out.push(node(&meta, &spec)),
+            _ => {
+                if kind == "BlockAffinity" {
+                    spec["deleted"] = json!("false");
+                }
+                if kind == "BGPPeer" {
+                    if let Some(secret) = password_secret(&meta, &mut spec, read_file)? {
+                        out.push(secret);
+                    }
+                }
+                out.push(json!({
+                    "apiVersion": "crd.projectcalico.org/v1",
+                    "kind": kind,
+                    "metadata": meta,
+                    "spec": spec,
+                }));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A Calico Node as the Kubernetes Node calico-node annotates.
+fn node(meta: &Value, spec: &Value) -> Value {
+    let mut annotations = Map::new();
+    let bgp = &spec["bgp"];
+    for (field, annotation) in [
+        ("ipv4Address", "projectcalico.org/IPv4Address"),
+        ("ipv6Address", "projectcalico.org/IPv6Address"),
+        ("asNumber", "projectcalico.org/ASNumber"),
+        (
+            "routeReflectorClusterID",
+            "projectcalico.org/RouteReflectorClusterID",
+        ),
+    ] {
+        match &bgp[field] {
+            Value::String(s) => {
+                annotations.insert(annotation.into(), json!(s));
+            }
+            Value::Number(n) => {
+                annotations.insert(annotation.into(), json!(n.to_string()));
+            }
+            _ => {}
+        }
+    }
+    if let Some(Value::Object(extra)) = meta.get("annotations") {
+        annotations.extend(extra.clone());
+    }
+    let name = meta["name"].clone();
+    let mut labels = meta
+        .get("labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}))
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    // What the kubelet puts on every Node.
+    if let Value::String(n) = &name {
+        labels.insert("kubernetes.io/hostname".into(), json!(n));
+    }
+    labels.insert("kubernetes.io/os".into(), json!("linux"));
+    let address = bgp["ipv4Address"]
+        .as_str()
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_default();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {"podCIDR": Value::Null},
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": name},
+            ],
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "nodeInfo": {"kubeletVersion": "v1.33.0", "operatingSystem": "linux", "architecture": "amd64"},
+        },
+    })
+}
+
+/// Replaces a BGPPeer's `password: {file: F}` by a `secretKeyRef` to a Secret holding
+/// F's content, and returns that Secret.
+fn password_secret(
+    meta: &Value,
+    spec: &mut Value,
+    read_file: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Value>> {
+    let Some(file) = spec["password"]["file"].as_str().map(str::to_string) else {
+        return Ok(None);
+    };
+    let peer = meta["name"].as_str().unwrap_or("peer");
+    let password = read_file(&file)
+        .ok_or_else(|| Error::Lab(format!("BGPPeer {peer}: cannot read {file}")))?;
+    let name = format!("{peer}-bgp-password");
+    spec["password"] = json!({"secretKeyRef": {"name": name, "key": "password"}});
+    Ok(Some(secret(&name, "password", password.trim_end())))
+}
+
+/// A Secret in [`SECRET_NAMESPACE`] with one key.
+pub fn secret(name: &str, key: &str, value: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": name, "namespace": SECRET_NAMESPACE},
+        "data": {key: base64(value.as_bytes())},
+    })
+}
+
+/// Standard base64 with padding, as Kubernetes encodes Secret data.
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_vectors() {
+        for (i, o) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(i.as_bytes()), o, "{i}");
+        }
+    }
+
+    #[test]
+    fn nodes_become_annotated_kubernetes_nodes_and_the_rest_crds() {
+        let yaml = "---\napiVersion: projectcalico.org/v3\nkind: Node\nmetadata: {name: node-1, labels: {route-reflector: \"true\"}}\nspec:\n  bgp:\n    ipv4Address: 198.51.100.11/24\n    ipv6Address: \"2001:db8:100::11/64\"\n    routeReflectorClusterID: 198.51.100.250\n---\napiVersion: projectcalico.org/v3\nkind: BlockAffinity\nmetadata: {name: node-1-v4}\nspec:\n  node: node-1\n  cidr: \"198.18.1.0/26\"\n  state: confirmed\n---\napiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {name: tor}\nspec:\n  peerIP: \"198.51.100.1\"\n  asNumber: 65001\n  password: {file: /lab/pw}\n";
+        let objs = objects(yaml, &|f| (f == "/lab/pw").then(|| "s3cret\n".into())).unwrap();
+        assert_eq!(objs.len(), 4, "{objs:#?}");
+        let node = &objs[0];
+        assert_eq!(node["kind"], "Node");
+        assert_eq!(node["apiVersion"], "v1");
+        let a = &node["metadata"]["annotations"];
+        assert_eq!(a["projectcalico.org/IPv4Address"], "198.51.100.11/24");
+        assert_eq!(a["projectcalico.org/IPv6Address"], "2001:db8:100::11/64");
+        assert_eq!(a["projectcalico.org/RouteReflectorClusterID"], "198.51.100.250");
+        assert_eq!(node["metadata"]["labels"]["route-reflector"], "true");
+        assert_eq!(objs[1]["apiVersion"], "crd.projectcalico.org/v1");
+        assert_eq!(objs[1]["spec"]["deleted"], "false");
+        assert_eq!(objs[2]["kind"], "Secret");
+        assert_eq!(objs[2]["data"]["password"], "czNjcmV0");
+        assert_eq!(objs[3]["kind"], "BGPPeer");
+        assert_eq!(
+            objs[3]["spec"]["password"]["secretKeyRef"]["name"],
+            "tor-bgp-password"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_password_file_names_the_peer() {
+        let yaml = "---\nkind: BGPPeer\nmetadata: {name: tor}\nspec: {peerIP: 198.51.100.1, asNumber: 65001, password: {file: /nope}}\n";
+        let e = objects(yaml, &|_| None).unwrap_err().to_string();
+        assert!(e.contains("BGPPeer tor") && e.contains("/nope"), "{e}");
+    }
+}
