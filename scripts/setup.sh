@@ -52,6 +52,10 @@ if [ $lab = 1 ]; then
 fi
 if [ $minimal = 0 ]; then
   packages+=(bird2 gobgpd frr exabgp etcd-server iputils-ping nftables tshark tcpdump gcc-mingw-w64-x86-64 wine wine64 mmdebstrap systemd-container)
+  # kubectl checks the lab's Kubernetes API server stand-in. Debian's package is
+  # kubernetes-client; a kubectl from elsewhere (a cloud SDK) does as well and would
+  # conflict with it.
+  command -v kubectl >/dev/null || packages+=(kubernetes-client)
 fi
 missing=()
 for p in "${packages[@]}"; do
