@@ -154,6 +154,71 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// The pool of [`synthetic`] blocks: inside 198.18.0.0/15, apart from the lab's pool.
+pub const SCALE_POOL: &str = "198.19.0.0/16";
+
+/// `n` more Nodes, each holding one /29 block of [`SCALE_POOL`] with two allocated
+/// addresses, as a large cluster's API server holds them: for scale runs, where the
+/// lab's own nodes must read and validate them all. These Nodes carry no BGP
+/// annotations (they do not run BGP), so the lab's sessions stay the same; a
+/// thousands-node mesh is a benchmark of its own. At most 8,192 (the pool's /29s).
+pub fn synthetic(n: usize) -> Vec<Value> {
+    let mut out = vec![json!({
+        "apiVersion": "crd.projectcalico.org/v1",
+        "kind": "IPPool",
+        "metadata": {"name": "scale"},
+        "spec": {"cidr": SCALE_POOL, "blockSize": 29, "ipipMode": "Never", "natOutgoing": true, "nodeSelector": "all()"},
+    })];
+    for i in 0..n.min(8192) {
+        let name = format!("scale-{i}");
+        let cidr = format!("198.19.{}.{}/29", i / 32, (i % 32) * 8);
+        let mut allocations = vec![Value::Null; 8];
+        allocations[0] = json!(0);
+        allocations[1] = json!(1);
+        out.push(json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("zone-{}", i % 3)},
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+            },
+            "spec": {"podCIDR": Value::Null},
+            "status": {
+                "addresses": [{"type": "Hostname", "address": name}],
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
+                "nodeInfo": {"kubeletVersion": "v1.33.0", "operatingSystem": "linux", "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.0"},
+                "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            },
+        }));
+        let block = cidr.replace(['.', '/'], "-");
+        out.push(json!({
+            "apiVersion": "crd.projectcalico.org/v1",
+            "kind": "IPAMBlock",
+            "metadata": {"name": block},
+            "spec": {
+                "cidr": cidr,
+                "affinity": format!("host:{name}"),
+                "allocations": allocations,
+                "unallocated": [2, 3, 4, 5, 6, 7],
+                "attributes": [
+                    {"handle_id": format!("k8s-pod-network.{i}a"), "secondary": {"namespace": "default", "node": name, "pod": format!("web-{i}-a")}},
+                    {"handle_id": format!("k8s-pod-network.{i}b"), "secondary": {"namespace": "default", "node": name, "pod": format!("web-{i}-b")}},
+                ],
+                "strictAffinity": false,
+                "deleted": false,
+            },
+        }));
+        out.push(json!({
+            "apiVersion": "crd.projectcalico.org/v1",
+            "kind": "BlockAffinity",
+            "metadata": {"name": format!("{name}-{block}")},
+            "spec": {"node": name, "cidr": cidr, "state": "confirmed", "deleted": "false"},
+        }));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,7 +249,10 @@ mod tests {
         let a = &node["metadata"]["annotations"];
         assert_eq!(a["projectcalico.org/IPv4Address"], "198.51.100.11/24");
         assert_eq!(a["projectcalico.org/IPv6Address"], "2001:db8:100::11/64");
-        assert_eq!(a["projectcalico.org/RouteReflectorClusterID"], "198.51.100.250");
+        assert_eq!(
+            a["projectcalico.org/RouteReflectorClusterID"],
+            "198.51.100.250"
+        );
         assert_eq!(node["metadata"]["labels"]["route-reflector"], "true");
         assert_eq!(objs[1]["apiVersion"], "crd.projectcalico.org/v1");
         assert_eq!(objs[1]["spec"]["deleted"], "false");
@@ -195,6 +263,19 @@ mod tests {
             objs[3]["spec"]["password"]["secretKeyRef"]["name"],
             "tor-bgp-password"
         );
+    }
+
+    #[test]
+    fn synthetic_blocks_are_distinct_and_inside_the_scale_pool() {
+        let objs = synthetic(5000);
+        assert_eq!(objs.len(), 1 + 3 * 5000);
+        let pool: ipnet::IpNet = SCALE_POOL.parse().unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for o in objs.iter().filter(|o| o["kind"] == "IPAMBlock") {
+            let net: ipnet::IpNet = o["spec"]["cidr"].as_str().unwrap().parse().unwrap();
+            assert!(pool.contains(&net) && net.prefix_len() == 29, "{net}");
+            assert!(seen.insert(net), "{net} twice");
+        }
     }
 
     #[test]
