@@ -17,6 +17,8 @@ pub mod chart;
 #[cfg(target_os = "linux")]
 pub mod etcd;
 #[cfg(target_os = "linux")]
+pub mod kubeapi;
+#[cfg(target_os = "linux")]
 pub mod lab;
 #[cfg(target_os = "linux")]
 pub mod netns;

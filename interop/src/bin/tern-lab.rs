@@ -3,7 +3,8 @@
 //! `capture`, which records BIRD 2, GoBGP and FRR talking BGP (the codec's fixtures);
 //! `bench`, which runs tern, BIRD, FRR and GoBGP side by side on the same load;
 //! `soak`, which keeps a lab under churn and flaps for minutes while sampling memory;
-//! `chart`, which draws SVG pictures from what `bench` and `soak` wrote.
+//! `chart`, which draws SVG pictures from what `bench` and `soak` wrote;
+//! `kube-apiserver`, the Kubernetes API server stand-in, in the foreground.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -169,8 +170,30 @@ struct Chart {
     out: PathBuf,
 }
 
+#[derive(Args)]
+struct KubeApiserver {
+    /// Address to listen on (loopback, or a lab address inside a namespace).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: std::net::SocketAddr,
+    /// Directory of JSON fixtures to load (default: the crate's own).
+    #[arg(long)]
+    fixtures: Option<PathBuf>,
+    /// The bearer token accepted.
+    #[arg(long, default_value = "tern-lab-token")]
+    token: String,
+    /// ClusterRole/Role YAML whose rules are enforced.
+    #[arg(long)]
+    rbac: Option<PathBuf>,
+    /// Where to write the kubeconfig.
+    #[arg(long, default_value = "/tmp/tern-lab/kubeconfig")]
+    kubeconfig: PathBuf,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Run the Kubernetes API server stand-in in the foreground (until interrupted) and
+    /// print the path of its kubeconfig; run it in a namespace with `ip netns exec`.
+    KubeApiserver(KubeApiserver),
     /// Draw SVG charts from `bench --json` and the soak's CSV, and the lab's topology.
     Chart(Chart),
     /// Keep a lab of N tern nodes under churn and session flaps for minutes, sampling
@@ -206,6 +229,9 @@ fn main() -> ExitCode {
         if let Command::Chart(c) = cli.command {
             return linux::chart(&c);
         }
+        if let Command::KubeApiserver(k) = cli.command {
+            return linux::kube_apiserver(&k);
+        }
         if let Err(reason) = tern_interop::lab_available() {
             eprintln!("tern-lab: {reason}");
             return ExitCode::from(2);
@@ -219,6 +245,7 @@ fn main() -> ExitCode {
             Command::Bench(b) => linux::bench(b),
             Command::Soak(a) => linux::soak(a),
             Command::Chart(c) => linux::chart(&c),
+            Command::KubeApiserver(k) => linux::kube_apiserver(&k),
         }
     }
     #[cfg(not(target_os = "linux"))]
@@ -237,7 +264,48 @@ mod linux {
     use tern_interop::lab::{self, state, LabSpec, NodeKind, Topology};
     use tern_interop::peers::{self, Kind};
 
-    use super::{Bench, Chart, Soak, Tor, Up, Where};
+    use super::{Bench, Chart, KubeApiserver, Soak, Tor, Up, Where};
+
+    pub fn kube_apiserver(k: &KubeApiserver) -> ExitCode {
+        use tern_interop::kubeapi::{fixtures_dir, ApiServer, ApiServerOptions};
+        let run = || -> Result<ApiServer, String> {
+            let mut opts = ApiServerOptions::new(k.listen, &k.token);
+            if let Some(p) = &k.rbac {
+                let text =
+                    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                opts.rbac_yaml = Some(text);
+            }
+            let server = ApiServer::start(opts).map_err(|e| e.to_string())?;
+            let dir = k.fixtures.clone().unwrap_or_else(fixtures_dir);
+            let n = server.load_fixtures(&dir).map_err(|e| e.to_string())?;
+            if let Some(parent) = k.kubeconfig.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            server
+                .write_kubeconfig(&k.kubeconfig, &k.token)
+                .map_err(|e| e.to_string())?;
+            eprintln!(
+                "tern-lab kube-apiserver: {} serving {n} objects from {}",
+                server.url(),
+                dir.display()
+            );
+            Ok(server)
+        };
+        match run() {
+            Ok(_server) => {
+                println!("{}", k.kubeconfig.display());
+                // Serves on its own thread until the process is interrupted.
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+            Err(e) => {
+                eprintln!("tern-lab kube-apiserver: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
 
     pub fn chart(c: &Chart) -> ExitCode {
         use tern_interop::chart;
