@@ -6,8 +6,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use tern_config::datastore::{etcd::EtcdStore, file::FileStore, Document};
-use tern_config::intent::{intent, Intent};
+use tern_config::daemon::EtcdPassword;
+use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
+use tern_config::datastore::{file::FileStore, Document};
+use tern_config::intent::{intent, Intent, RouterIdSetting};
 use tern_config::{Cluster, DaemonConfig, Datastore};
 
 /// What the check found.
@@ -21,6 +23,9 @@ pub struct Report {
     pub intent: Option<Intent>,
     /// Where the resources came from.
     pub source: String,
+    /// The daemon settings that matter, as (setting, value, where it came from); the
+    /// etcd password shows as `(set)`.
+    pub settings: Vec<(String, String, String)>,
 }
 
 /// How long to wait for etcd before giving up.
@@ -37,6 +42,7 @@ pub fn check(config: &Path) -> Report {
         }
     };
     r.warnings.extend(warnings.iter().map(|w| w.to_string()));
+    r.settings = settings(&cfg);
     let documents = match &cfg.datastore {
         Datastore::File { path } => {
             r.source = format!("file {}", path.display());
@@ -50,15 +56,32 @@ pub fn check(config: &Path) -> Report {
                 }
             }
         }
-        Datastore::Etcdv3 { endpoints } => {
+        Datastore::Etcdv3 {
+            endpoints,
+            tls,
+            auth,
+        } => {
             r.source = format!("etcdv3 {}", endpoints.join(","));
-            match etcd_snapshot(endpoints, cfg.limits.datastore_document_bytes) {
+            let options = EtcdOptions {
+                endpoints: endpoints.clone(),
+                tls: tls.clone(),
+                auth: auth.clone(),
+            };
+            match etcd_snapshot(&options, cfg.limits.datastore_document_bytes) {
                 Ok(d) => d,
                 Err(e) => {
                     r.errors.push(e);
                     return r;
                 }
             }
+        }
+        Datastore::Kubernetes { .. } => {
+            r.source = "kubernetes".into();
+            r.errors.push(
+                "the Kubernetes datastore is not wired into check-config yet: its settings are shown above"
+                    .into(),
+            );
+            return r;
         }
     };
     let (cluster, warnings) = match Cluster::from_documents(&documents) {
@@ -79,14 +102,82 @@ pub fn check(config: &Path) -> Report {
     r
 }
 
-fn etcd_snapshot(endpoints: &[String], max_value_bytes: u64) -> Result<Vec<Document>, String> {
+/// The settings `check-config` shows: node, datastore and router id, each with its value
+/// and source (`tern.yaml`, an environment variable, the host name or the default).
+fn settings(cfg: &DaemonConfig) -> Vec<(String, String, String)> {
+    let mut rows = Vec::new();
+    let mut add = |setting: &str, value: String| {
+        let source = cfg
+            .source(setting)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "tern.yaml".into());
+        rows.push((setting.to_string(), value, source));
+    };
+    add("node", cfg.node.clone());
+    let kind = match &cfg.datastore {
+        Datastore::File { .. } => "file",
+        Datastore::Etcdv3 { .. } => "etcdv3",
+        Datastore::Kubernetes { .. } => "kubernetes",
+    };
+    add("datastore.type", kind.into());
+    let path = |p: &Path| p.display().to_string();
+    match &cfg.datastore {
+        Datastore::File { path: p } => add("datastore.path", path(p)),
+        Datastore::Etcdv3 {
+            endpoints,
+            tls,
+            auth,
+        } => {
+            add("datastore.endpoints", endpoints.join(","));
+            if let Some(tls) = tls {
+                add("datastore.tls.ca", path(&tls.ca));
+                if let (Some(c), Some(k)) = (&tls.cert, &tls.key) {
+                    add("datastore.tls.cert", path(c));
+                    add("datastore.tls.key", path(k));
+                }
+            }
+            if let Some(auth) = auth {
+                add("datastore.username", auth.username.clone());
+                let password = match &auth.password {
+                    EtcdPassword::File(p) => format!("(set, from {})", path(p)),
+                    EtcdPassword::Value(_) => "(set)".into(),
+                };
+                add("datastore.password", password);
+            }
+        }
+        Datastore::Kubernetes {
+            kubeconfig,
+            namespace,
+        } => {
+            let kubeconfig = kubeconfig
+                .as_deref()
+                .map(path)
+                .unwrap_or_else(|| "(in-cluster service account)".into());
+            add("datastore.kubeconfig", kubeconfig);
+            if let Some(ns) = namespace {
+                add("datastore.namespace", ns.clone());
+            }
+        }
+    }
+    if let Some(id) = &cfg.router_id {
+        let value = match id {
+            RouterIdSetting::Address(a) => a.to_string(),
+            RouterIdSetting::Hash => "hash".into(),
+        };
+        add("router_id", value);
+    }
+    rows
+}
+
+fn etcd_snapshot(options: &EtcdOptions, max_value_bytes: u64) -> Result<Vec<Document>, String> {
+    let endpoints = &options.endpoints;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(async {
         let work = async {
-            let mut store = EtcdStore::connect(endpoints)
+            let mut store = EtcdStore::connect(options)
                 .await
                 .map_err(|e| e.to_string())?
                 .with_max_document_bytes(max_value_bytes);
@@ -106,6 +197,28 @@ fn etcd_snapshot(endpoints: &[String], max_value_bytes: u64) -> Result<Vec<Docum
 /// The report for people.
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
+    if !r.settings.is_empty() {
+        let _ = writeln!(out, "settings:");
+        let width = r
+            .settings
+            .iter()
+            .map(|(s, _, _)| s.len())
+            .max()
+            .unwrap_or(0);
+        let value_width = r
+            .settings
+            .iter()
+            .map(|(_, v, _)| v.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (setting, value, source) in &r.settings {
+            let _ = writeln!(
+                out,
+                "  {setting:<width$}  {value:<value_width$}  ({source})"
+            );
+        }
+        let _ = writeln!(out);
+    }
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
     }

@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use tern_bgp::speaker::{self, SpeakerCommand, SpeakerEvent};
 use tern_config::cluster::DEFAULT_SECRETS_DIR;
-use tern_config::datastore::{etcd::EtcdStore, file::FileStore, StoreEvent};
+use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
+use tern_config::datastore::{file::FileStore, StoreEvent};
 use tern_config::diff::IntentDiff;
 use tern_config::intent::Intent;
 use tern_config::tracker::Tracker;
@@ -150,8 +151,17 @@ async fn start_store(
             tokio::spawn(store.run(tx, reload));
             format!("file {}", path.display())
         }
-        Datastore::Etcdv3 { endpoints } => {
-            let store = EtcdStore::connect(endpoints)
+        Datastore::Etcdv3 {
+            endpoints,
+            tls,
+            auth,
+        } => {
+            let options = EtcdOptions {
+                endpoints: endpoints.clone(),
+                tls: tls.clone(),
+                auth: auth.clone(),
+            };
+            let store = EtcdStore::connect(&options)
                 .await
                 .map_err(|e| e.to_string())?
                 .with_max_document_bytes(cfg.limits.datastore_document_bytes);
@@ -159,6 +169,9 @@ async fn start_store(
             drop(reload);
             tokio::spawn(store.run(tx));
             format!("etcdv3 {}", endpoints.join(","))
+        }
+        Datastore::Kubernetes { .. } => {
+            return Err("the Kubernetes datastore is not wired yet".into());
         }
     };
     Ok((rx, name))

@@ -1,6 +1,8 @@
-//! The daemon's own file, `tern.yaml` (docs/configuration.md): every field but `node` has
-//! a default. Unknown fields are errors, so a typo never silently falls back to a
-//! default.
+//! The daemon's own file, `tern.yaml` (docs/configuration.md), merged with calico-node's
+//! environment variables ([`env`]): every setting has a default or comes from the
+//! environment (`node` from `NODENAME` or the host name). Unknown fields are errors, so
+//! a typo never silently falls back to a default. Where each setting came from is kept
+//! ([`DaemonConfig::sources`]) for `tern check-config`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,36 +10,20 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{ConfigError, Warning};
+use crate::intent::RouterIdSetting;
 
+mod checks;
+mod datastore;
+pub mod env;
+mod files;
 pub mod limits;
+pub use env::{Environment, ProcessEnvironment, Source};
 pub use limits::Limits;
 
 /// Default rtnetlink protocol number of tern's routes.
 pub const DEFAULT_ROUTE_PROTOCOL: u8 = 201;
 /// The kernel's main routing table.
 pub const MAIN_TABLE: u32 = 254;
-
-/// Protocol numbers other routing software uses (iproute2's rt_protos and FRR's): tern
-/// reconciles every route carrying its number, so sharing one would make it remove the
-/// other daemon's routes.
-const TAKEN_PROTOCOLS: &[(u8, &str)] = &[
-    (8, "gated"),
-    (9, "ra"),
-    (10, "mrt"),
-    (11, "zebra"),
-    (12, "bird"),
-    (13, "dnrouted"),
-    (14, "xorp"),
-    (15, "ntk"),
-    (16, "dhcp"),
-    (17, "mrouted"),
-    (42, "babel"),
-    (186, "bgp (FRR)"),
-    (187, "isis (FRR)"),
-    (188, "ospf (FRR)"),
-    (189, "rip (FRR)"),
-    (192, "eigrp (FRR)"),
-];
 
 /// Where the cluster's Calico resources come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,9 +36,85 @@ pub enum Datastore {
     },
     /// etcd v3 with Calico's key layout.
     Etcdv3 {
-        /// Client URLs, e.g. `http://127.0.0.1:2379`.
+        /// Client URLs, e.g. `https://127.0.0.1:2379`; all `http://` or all `https://`.
         endpoints: Vec<String>,
+        /// Set exactly when the endpoints are `https://`.
+        tls: Option<EtcdTls>,
+        /// etcd user and password (etcd's auth enabled).
+        auth: Option<EtcdAuth>,
     },
+    /// The Kubernetes API (Calico's CRDs).
+    Kubernetes {
+        /// kubeconfig file; `None`: in-cluster (service account) configuration.
+        kubeconfig: Option<PathBuf>,
+        /// Namespace of BGP password secrets (confd's `NAMESPACE`); `None`: the
+        /// store's default.
+        namespace: Option<String>,
+    },
+}
+
+/// TLS files for etcd (PEM). Relative paths from `tern.yaml` are resolved against its
+/// directory by [`DaemonConfig::load`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdTls {
+    /// CA bundle that signed etcd's server certificate.
+    pub ca: PathBuf,
+    /// Client certificate; set together with `key`.
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key.
+    pub key: Option<PathBuf>,
+}
+
+/// etcd user and password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdAuth {
+    /// etcd user name.
+    pub username: String,
+    /// Where the password is.
+    pub password: EtcdPassword,
+}
+
+/// Where the etcd password comes from. Never printed: `Debug` shows the file or `***`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EtcdPassword {
+    /// A file holding it (`datastore.password_file`); a final newline is not part of it.
+    File(PathBuf),
+    /// The password itself (`ETCD_PASSWORD`).
+    Value(Password),
+}
+
+impl EtcdPassword {
+    /// The password. Errors name the file, never the value.
+    pub fn read(&self) -> Result<Password, String> {
+        match self {
+            EtcdPassword::Value(p) => Ok(p.clone()),
+            EtcdPassword::File(path) => std::fs::read_to_string(path)
+                .map(|s| Password(s.trim_end_matches(['\r', '\n']).to_string()))
+                .map_err(|e| format!("cannot read the etcd password file {}: {e}", path.display())),
+        }
+    }
+}
+
+/// A password: `Debug` prints `***`, and there is no `Display`, so it cannot end up in
+/// a log line or an error by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    /// Wraps a password.
+    pub fn new(password: impl Into<String>) -> Password {
+        Password(password.into())
+    }
+    /// The password, for the etcd client only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
 }
 
 /// Kernel FIB settings.
@@ -93,32 +155,30 @@ pub struct DaemonConfig {
     pub log: String,
     /// Route, control-socket and datastore limits.
     pub limits: Limits,
+    /// The router id setting (`router_id`, `CALICO_ROUTER_ID`); `None`: the Node's
+    /// IPv4 address.
+    pub router_id: Option<RouterIdSetting>,
+    /// Where each daemon setting that has a source to tell came from, in a stable
+    /// order: `node`, `datastore.type`, the datastore's settings, `router_id`.
+    pub sources: Vec<(String, Source)>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     node: Option<String>,
-    datastore: Option<RawDatastore>,
+    datastore: Option<datastore::RawDatastore>,
     control_socket: Option<PathBuf>,
     metrics: Option<String>,
     fib: Option<RawFib>,
     log: Option<String>,
     limits: Option<limits::RawLimits>,
+    router_id: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawDatastore {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    path: Option<PathBuf>,
-    endpoints: Option<Vec<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFib {
+pub(crate) struct RawFib {
     enabled: Option<bool>,
     route_protocol: Option<i64>,
     table: Option<i64>,
@@ -134,136 +194,57 @@ pub fn default_control_socket() -> PathBuf {
 }
 
 impl DaemonConfig {
-    /// Parses and validates `text`; `file` names it in errors and warnings.
+    /// Parses and validates `text` alone, without the environment or the host name (so
+    /// `node` must be in it); `file` names it in errors and warnings.
     pub fn parse(text: &str, file: &str) -> Result<(DaemonConfig, Vec<Warning>), ConfigError> {
-        let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| ConfigError {
-            file: file.to_string(),
-            line: e.location().map(|l| l.line()),
-            resource: None,
-            field: None,
-            reason: crate::cluster::parse::parser_message(&e.to_string()),
-        })?;
+        DaemonConfig::parse_with(text, file, &env::NoEnvironment)
+    }
+
+    /// Parses and validates `text`, taking what it does not set from `env` (calico-node's
+    /// variables, see [`env`]); `tern.yaml` wins. Paths are left as written.
+    pub fn parse_with(
+        text: &str,
+        file: &str,
+        env: &dyn Environment,
+    ) -> Result<(DaemonConfig, Vec<Warning>), ConfigError> {
+        let raw = raw_config(text, file)?;
         let mut warnings = Vec::new();
         let err = |field: &str, reason: String| ConfigError::field(file, field, reason);
+        let mut sources = Vec::new();
 
-        let node = raw.node.ok_or_else(|| {
-            err(
-                "node",
-                "missing: the name of this node's Node resource".into(),
-            )
-        })?;
-        check_node_name(&node).map_err(|r| err("node", r))?;
-
-        let datastore = match raw.datastore {
-            None => Datastore::File {
-                path: PathBuf::from("cluster.yaml"),
-            },
-            Some(d) => match d.kind.as_deref().unwrap_or("file") {
-                "file" => {
-                    if d.endpoints.is_some() {
-                        return Err(err("datastore.endpoints", "only for type etcdv3".into()));
-                    }
-                    Datastore::File {
-                        path: d.path.unwrap_or_else(|| PathBuf::from("cluster.yaml")),
-                    }
-                }
-                "etcdv3" => {
-                    if d.path.is_some() {
-                        return Err(err("datastore.path", "only for type file".into()));
-                    }
-                    let endpoints = d.endpoints.unwrap_or_default();
-                    if endpoints.is_empty() {
-                        return Err(err(
-                            "datastore.endpoints",
-                            "etcdv3 needs at least one endpoint, e.g. http://127.0.0.1:2379".into(),
-                        ));
-                    }
-                    for e in &endpoints {
-                        if !(e.starts_with("http://") || e.starts_with("https://")) {
-                            return Err(err(
-                                "datastore.endpoints",
-                                format!("{e:?} is not an http:// or https:// URL"),
-                            ));
-                        }
-                    }
-                    Datastore::Etcdv3 { endpoints }
-                }
-                other => {
-                    return Err(err(
-                        "datastore.type",
-                        format!("{other:?} is not a datastore; use file or etcdv3"),
-                    ))
-                }
-            },
+        let (node, source) = match raw.node {
+            Some(n) => (n, Source::File),
+            None => env::node_name(env).ok_or_else(|| {
+                err(
+                    "node",
+                    "missing: the name of this node's Node resource (set `node`, or NODENAME in the environment)".into(),
+                )
+            })?,
         };
+        let node_field = match source {
+            Source::Env(var) => format!("node (from {var})"),
+            Source::HostName => "node (from the host name)".to_string(),
+            _ => "node".to_string(),
+        };
+        checks::node_name(&node).map_err(|r| err(&node_field, r))?;
+        sources.push(("node".to_string(), source));
 
-        let metrics = match raw.metrics {
+        let datastore = datastore::resolve(raw.datastore, env, file, &mut sources)?;
+
+        let router_id = match env::pick(raw.router_id, env, env::CALICO_ROUTER_ID, |v| v) {
             None => None,
-            Some(m) => {
-                let addr: SocketAddr = m.parse().map_err(|_| {
-                    err(
-                        "metrics",
-                        format!("{m:?} is not an address:port such as 127.0.0.1:9477"),
-                    )
-                })?;
-                // Port 0 would listen on a port the kernel picks, which no scraper
-                // could know; refuse it rather than serve metrics nobody can reach.
-                if addr.port() == 0 {
-                    return Err(err(
-                        "metrics",
-                        format!("{m:?}: port 0 is not a port; use 1-65535, e.g. 127.0.0.1:9477"),
-                    ));
-                }
-                if !addr.ip().is_loopback() {
-                    warnings.push(Warning {
-                        file: file.into(),
-                        resource: None,
-                        field: "metrics".into(),
-                        message: format!(
-                            "{addr} is reachable from other hosts; metrics are unauthenticated"
-                        ),
-                    });
-                }
-                Some(addr)
+            Some((text, source)) => {
+                let field = match source {
+                    Source::Env(var) => format!("router_id (from {var})"),
+                    _ => "router_id".to_string(),
+                };
+                sources.push(("router_id".to_string(), source));
+                Some(checks::router_id(&text).map_err(|r| err(&field, r))?)
             }
         };
 
-        let mut fib = FibConfig::default();
-        if let Some(f) = raw.fib {
-            fib.enabled = f.enabled.unwrap_or(true);
-            if let Some(p) = f.route_protocol {
-                fib.route_protocol = match u8::try_from(p) {
-                    Ok(p) if p >= 5 => p,
-                    _ => {
-                        return Err(err(
-                            "fib.route_protocol",
-                            format!("{p} is not usable: 0-4 are the kernel's own and the field is one byte; use 5-255 (default {DEFAULT_ROUTE_PROTOCOL})"),
-                        ))
-                    }
-                };
-                if let Some((_, who)) = TAKEN_PROTOCOLS
-                    .iter()
-                    .find(|(n, _)| *n == fib.route_protocol)
-                {
-                    warnings.push(Warning {
-                        file: file.into(),
-                        resource: None,
-                        field: "fib.route_protocol".into(),
-                        message: format!("{} is the protocol number of {who}; tern would treat that daemon's routes as its own", fib.route_protocol),
-                    });
-                }
-            }
-            if let Some(t) = f.table {
-                fib.table = u32::try_from(t).ok().filter(|t| *t != 0).ok_or_else(|| {
-                    err(
-                        "fib.table",
-                        format!(
-                            "{t} is not a routing table; use 1-4294967295 (main is {MAIN_TABLE})"
-                        ),
-                    )
-                })?;
-            }
-        }
+        let metrics = checks::metrics(raw.metrics, file, &mut warnings)?;
+        let fib = checks::fib(raw.fib, file, &mut warnings)?;
 
         let log = raw.log.unwrap_or_else(|| "info".into());
         let levels = ["trace", "debug", "info", "warn", "error", "off"];
@@ -286,6 +267,8 @@ impl DaemonConfig {
             DaemonConfig {
                 node,
                 datastore,
+                router_id,
+                sources,
                 control_socket: raw.control_socket.unwrap_or_else(default_control_socket),
                 metrics,
                 fib,
@@ -296,9 +279,20 @@ impl DaemonConfig {
         ))
     }
 
-    /// Reads and validates a `tern.yaml`; a relative datastore path is taken relative
-    /// to the file's directory, so the daemon works from any working directory.
+    /// Reads and validates a `tern.yaml`, taking unset settings from the process
+    /// environment (calico-node's variables, see [`env`]). Relative paths written in
+    /// the file are taken relative to its directory, so the daemon works from any
+    /// working directory; the datastore's TLS, password and kubeconfig files must be
+    /// readable now, so a wrong path is reported at start, naming it.
     pub fn load(path: &Path) -> Result<(DaemonConfig, Vec<Warning>), ConfigError> {
+        DaemonConfig::load_with(path, &ProcessEnvironment)
+    }
+
+    /// [`DaemonConfig::load`] with `env` instead of the process environment.
+    pub fn load_with(
+        path: &Path,
+        env: &dyn Environment,
+    ) -> Result<(DaemonConfig, Vec<Warning>), ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: file.clone(),
@@ -307,31 +301,37 @@ impl DaemonConfig {
             field: None,
             reason: format!("cannot read: {e}"),
         })?;
-        let (mut cfg, warnings) = DaemonConfig::parse(&text, &file)?;
-        if let Datastore::File { path: p } = &mut cfg.datastore {
-            if p.is_relative() {
-                *p = path.parent().unwrap_or(Path::new(".")).join(&*p);
-            }
-        }
+        let (mut cfg, warnings) = DaemonConfig::parse_with(&text, &file, env)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        files::resolve_relative(&mut cfg, dir);
+        files::check_readable(&cfg, &file)?;
         Ok((cfg, warnings))
+    }
+
+    /// Where `setting` (e.g. `node`, `datastore.tls.ca`) came from, when recorded.
+    pub fn source(&self, setting: &str) -> Option<Source> {
+        self.sources
+            .iter()
+            .find(|(name, _)| name == setting)
+            .map(|(_, source)| *source)
     }
 }
 
-/// Kubernetes object names are DNS-1123 subdomains.
-fn check_node_name(n: &str) -> Result<(), String> {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
-    let edge_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if n.is_empty()
-        || n.len() > 253
-        || !n.chars().all(ok_char)
-        || !edge_ok(n.chars().next())
-        || !edge_ok(n.chars().last())
-    {
-        return Err(format!(
-            "{n:?} is not a Kubernetes node name (lower-case letters, digits, '-' and '.', starting and ending alphanumeric, at most 253)"
-        ));
-    }
-    Ok(())
+/// The raw file; one with no settings at all (empty, only comments) is `{}`, since the
+/// environment may supply everything.
+fn raw_config(text: &str, file: &str) -> Result<RawConfig, ConfigError> {
+    let empty = text
+        .lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || l.starts_with('#') || l == "---");
+    let text = if empty { "{}" } else { text };
+    serde_saphyr::from_str(text).map_err(|e| ConfigError {
+        file: file.to_string(),
+        line: e.location().map(|l| l.line()),
+        resource: None,
+        field: None,
+        reason: crate::cluster::parse::parser_message(&e.to_string()),
+    })
 }
 
 #[cfg(test)]

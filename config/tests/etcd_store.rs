@@ -20,7 +20,7 @@ mod skip;
 
 use etcd_client::{Client, CompactionOptions, Txn, TxnOp};
 use serde_json::{json, Value};
-use tern_config::datastore::etcd::EtcdStore;
+use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
 use tern_config::datastore::{Document, StoreEvent};
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
@@ -378,10 +378,13 @@ struct Running {
 
 impl Running {
     async fn start(etcd: &Etcd, capacity: usize) -> Running {
-        let store = timeout(WAIT, EtcdStore::connect(&[etcd.endpoint()]))
-            .await
-            .expect("connect in time")
-            .expect("connect");
+        let store = timeout(
+            WAIT,
+            EtcdStore::connect(&EtcdOptions::new(vec![etcd.endpoint()])),
+        )
+        .await
+        .expect("connect in time")
+        .expect("connect");
         let (tx, events) = mpsc::channel(capacity);
         let task = tokio::spawn(store.run(tx));
         Running { events, task }
@@ -463,7 +466,7 @@ async fn initial_snapshot_holds_converted_cluster() {
     let revision = load_cluster(&mut client).await;
 
     // The one-shot read agrees with what `run` sends.
-    let mut store = EtcdStore::connect(&[etcd.endpoint()])
+    let mut store = EtcdStore::connect(&EtcdOptions::new(vec![etcd.endpoint()]))
         .await
         .expect("connect");
     let (documents, read_revision) = store.snapshot().await.expect("snapshot");

@@ -37,9 +37,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{
-    Client, ConnectOptions, GetOptions, Txn, TxnOp, TxnOpResponse, WatchOptions, WatchResponse,
-};
+use etcd_client::{Client, GetOptions, Txn, TxnOp, TxnOpResponse, WatchOptions, WatchResponse};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -47,8 +45,11 @@ use tracing::{debug, info, warn};
 
 use super::{Document, StoreEvent};
 
+mod connect;
 #[cfg(test)]
 mod tests;
+
+pub use connect::{describe, EtcdOptions};
 
 /// Prefix of Calico's v3 resources in etcd.
 pub const RESOURCES_PREFIX: &str = "/calico/resources/v3/projectcalico.org/";
@@ -123,8 +124,16 @@ pub enum EtcdError {
     /// The endpoint list is empty.
     #[error("etcd: no endpoints configured (datastore.endpoints)")]
     NoEndpoints,
+    /// The TLS or password files could not be read.
+    #[error("etcd at {endpoints}: {detail}")]
+    Setup {
+        /// The endpoints, comma separated.
+        endpoints: String,
+        /// Which file, and why.
+        detail: String,
+    },
     /// The client could not be built (bad URL, TLS setup).
-    #[error("etcd at {endpoints}: cannot connect: {cause}")]
+    #[error("etcd at {endpoints}: cannot connect: {}", describe(cause))]
     Connect {
         /// The endpoints, comma separated.
         endpoints: String,
@@ -132,7 +141,7 @@ pub enum EtcdError {
         cause: etcd_client::Error,
     },
     /// A request failed (connection refused, etcd error, compacted revision).
-    #[error("etcd at {endpoints}: {operation} failed: {cause}")]
+    #[error("etcd at {endpoints}: {operation} failed: {}", describe(cause))]
     Request {
         /// The endpoints, comma separated.
         endpoints: String,
@@ -181,6 +190,10 @@ pub struct EtcdStore {
     label: String,
     /// Checked before any value is parsed.
     limits: ReadLimits,
+    /// User and password, when etcd's auth is on: a token is fetched before each read.
+    credentials: Option<connect::Credentials>,
+    /// What the client was built from, to rebuild it after an outage.
+    options: EtcdOptions,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -192,23 +205,27 @@ impl std::fmt::Debug for EtcdStore {
 }
 
 impl EtcdStore {
-    /// Builds a client for `endpoints` (URLs like `http://127.0.0.1:2379`).
+    /// Builds a client for `options`: endpoints (URLs like `https://127.0.0.1:2379`),
+    /// TLS files, user and password.
     ///
     /// The connection itself is made lazily by the first request, so a node daemon can
     /// start while etcd is still down: [`EtcdStore::run`] then reports
     /// [`StoreEvent::Unavailable`] and keeps trying. Errors (no endpoints, a malformed
-    /// URL) name the endpoints.
-    pub async fn connect(endpoints: &[String]) -> Result<EtcdStore, EtcdError> {
+    /// URL, an unreadable TLS or password file) name the endpoints.
+    pub async fn connect(options: &EtcdOptions) -> Result<EtcdStore, EtcdError> {
+        let endpoints = &options.endpoints;
         if endpoints.is_empty() {
             return Err(EtcdError::NoEndpoints);
         }
         let label = endpoints.join(", ");
-        let client = new_client(endpoints, &label).await?;
+        let (client, credentials) = connect::new_client(options, &label).await?;
         Ok(EtcdStore {
             client,
             endpoints: endpoints.to_vec(),
             label,
             limits: ReadLimits::default(),
+            credentials,
+            options: options.clone(),
         })
     }
 
@@ -275,8 +292,11 @@ impl EtcdStore {
                     }
                     // A fresh client, so that a connection wedged in a bad state cannot
                     // keep the store down after etcd is back.
-                    match new_client(&self.endpoints, &self.label).await {
-                        Ok(client) => self.client = client,
+                    match connect::new_client(&self.options, &self.label).await {
+                        Ok((client, credentials)) => {
+                            self.client = client;
+                            self.credentials = credentials;
+                        }
                         Err(err) => debug!(error = %err, "cannot rebuild the etcd client"),
                     }
                     continue;
@@ -341,6 +361,13 @@ impl EtcdStore {
     /// One consistent read of everything tern needs.
     async fn list(&mut self) -> Result<KeySpace, EtcdError> {
         const OP: &str = "list";
+        // A fresh token for every full read: the first one, and after an outage or an
+        // etcd restart, which drops simple tokens.
+        if let Some(credentials) = &self.credentials {
+            credentials
+                .authenticate(&mut self.client, &self.label)
+                .await?;
+        }
         let prefix = || Some(GetOptions::new().with_prefix());
         // Blocks and affinities, not all of IPAM: handles are one key per pod.
         let txn = Txn::new().and_then(vec![
@@ -433,26 +460,6 @@ impl EtcdStore {
             operation,
             detail: detail.to_string(),
         }
-    }
-}
-
-/// Builds a client; the connection is made by the first request.
-async fn new_client(endpoints: &[String], label: &str) -> Result<Client, EtcdError> {
-    let options = ConnectOptions::new()
-        .with_connect_timeout(CONNECT_TIMEOUT)
-        .with_keep_alive(KEEP_ALIVE.0, KEEP_ALIVE.1)
-        .with_keep_alive_while_idle(true);
-    match tokio::time::timeout(REQUEST_TIMEOUT, Client::connect(endpoints, Some(options))).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(cause)) => Err(EtcdError::Connect {
-            endpoints: label.to_string(),
-            cause,
-        }),
-        Err(_) => Err(EtcdError::Timeout {
-            endpoints: label.to_string(),
-            operation: "connect",
-            timeout: REQUEST_TIMEOUT,
-        }),
     }
 }
 

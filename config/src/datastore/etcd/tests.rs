@@ -738,9 +738,11 @@ fn backoff_doubles_to_ten_seconds_and_resets() {
 
 #[tokio::test]
 async fn connect_needs_endpoints_and_names_them() {
-    let err = EtcdStore::connect(&[]).await.expect_err("no endpoints");
+    let err = EtcdStore::connect(&EtcdOptions::new(vec![]))
+        .await
+        .expect_err("no endpoints");
     assert!(matches!(err, EtcdError::NoEndpoints));
-    let err = EtcdStore::connect(&["http://bad host:2379".to_string()])
+    let err = EtcdStore::connect(&EtcdOptions::new(vec!["http://bad host:2379".to_string()]))
         .await
         .expect_err("bad URL");
     assert!(err.to_string().contains("http://bad host:2379"), "{err}");
@@ -754,7 +756,7 @@ async fn unreachable_etcd_is_reported_once_naming_the_endpoint() {
         .expect("free port")
         .port();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let store = EtcdStore::connect(std::slice::from_ref(&endpoint))
+    let store = EtcdStore::connect(&EtcdOptions::new(vec![endpoint.clone()]))
         .await
         .expect("connect is lazy");
     let (tx, mut rx) = mpsc::channel(4);
