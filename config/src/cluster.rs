@@ -7,7 +7,10 @@
 //! allowed. Things that work but are ignored come back as warnings.
 
 mod check;
+mod kubernetes;
 pub(crate) mod parse;
+mod secrets;
+mod services;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -23,12 +26,16 @@ use crate::error::{ConfigError, Warning};
 use crate::selector::Selector;
 use crate::values::Community;
 
+pub use secrets::Secrets;
+pub use services::{EndpointSlice, Service, ServiceType, TrafficPolicy};
+
 /// Where a BGP password comes from. The value itself is read only when a session
 /// needs it (see [`PasswordSource::resolve`]) and is never logged.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PasswordSource {
-    /// A Kubernetes secret, read as the file a secret volume mounts:
-    /// `<secrets dir>/<name>/<key>`.
+    /// A Kubernetes secret: from the snapshot's Secret of that name when the
+    /// datastore has one ([`Secrets::lookup`]), else read as the file a secret volume
+    /// mounts: `<secrets dir>/<name>/<key>`.
     SecretKeyRef {
         /// Secret name.
         name: String,
@@ -78,13 +85,18 @@ impl PasswordSource {
                 format!("the BGP password variable {v} is not set (or not valid UTF-8)")
             })?),
         };
-        if secret.0.is_empty() || secret.0.len() > 80 {
-            return Err(format!(
-                "the BGP password from {self} must be 1-80 bytes (the TCP-MD5 key limit)"
-            ));
-        }
-        Ok(secret)
+        check_password_length(secret, &self.to_string())
     }
+}
+
+/// A TCP-MD5 key is 1-80 bytes; `from` names the source in the error.
+fn check_password_length(secret: Secret, from: &str) -> Result<Secret, String> {
+    if secret.0.is_empty() || secret.0.len() > 80 {
+        return Err(format!(
+            "the BGP password from {from} must be 1-80 bytes (the TCP-MD5 key limit)"
+        ));
+    }
+    Ok(secret)
 }
 
 impl std::fmt::Display for PasswordSource {
@@ -429,6 +441,12 @@ pub struct Cluster {
     pub affinities: Vec<Affinity>,
     /// IPAMBlocks.
     pub blocks: Vec<Block>,
+    /// Kubernetes Secrets (passwords of `secretKeyRef`).
+    pub secrets: Secrets,
+    /// Kubernetes Services, in document order.
+    pub services: Vec<Service>,
+    /// Kubernetes EndpointSlices, in document order.
+    pub endpoint_slices: Vec<EndpointSlice>,
 }
 
 /// Every error found while loading, in document order.
@@ -449,7 +467,11 @@ impl Cluster {
             }
         }
         let mut warnings = Vec::new();
-        let cluster = check::build(&raw, &mut errors, &mut warnings);
+        // Kubernetes' own kinds are read apart: they follow Kubernetes' conventions
+        // (namespaces, no warnings about fields) rather than Calico's.
+        let (kube, raw): (Vec<_>, Vec<_>) = raw.into_iter().partition(kubernetes::is_kubernetes);
+        let mut cluster = check::build(&raw, &mut errors, &mut warnings);
+        kubernetes::build(&kube, &mut cluster, &mut errors);
         if errors.is_empty() {
             Ok((cluster, warnings))
         } else {

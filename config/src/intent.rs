@@ -11,6 +11,7 @@
 //! its client.
 
 mod peers;
+pub mod services;
 #[cfg(test)]
 mod tests;
 
@@ -106,6 +107,11 @@ pub struct PeerIntent {
     pub peer_network: Option<IpNet>,
     /// What configured it: `node-to-node mesh` or `BGPPeer <name>`.
     pub origin: String,
+    /// The password as the snapshot's Kubernetes Secret gives it (or why it cannot be
+    /// used), when `password` names one; `None` reads `password` from its source. Kept
+    /// here so that a rotated Secret changes the intent and the session is
+    /// reconfigured; the value prints as `***`.
+    pub snapshot_password: Option<Result<crate::cluster::Secret, String>>,
 }
 
 impl PeerIntent {
@@ -336,7 +342,15 @@ fn originated(cluster: &Cluster, node: &str) -> (BTreeMap<IpNet, Origination>, V
             );
         }
     }
-    for (cidr, kind) in &cluster.bgp.services {
+    let host_routes = services::routes(cluster, node);
+    // The configured ranges, then this node's host routes for Services.
+    let service_routes = cluster
+        .bgp
+        .services
+        .iter()
+        .map(|(c, k)| (c, k))
+        .chain(&host_routes);
+    for (cidr, kind) in service_routes {
         out.entry(*cidr).or_insert(Origination {
             source: OriginSource::Service(*kind),
             communities: Vec::new(),

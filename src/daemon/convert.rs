@@ -68,15 +68,11 @@ pub fn peer_config(
     secrets_dir: &Path,
     limits: &Limits,
 ) -> Result<PeerConfig, String> {
-    let password = match &p.password {
-        Some(src) => Some(
-            src.resolve(secrets_dir)
-                .map_err(|e| format!("peer {} ({}): {e}", p.address, p.origin))?
-                .expose()
-                .to_string(),
-        ),
-        None => None,
-    };
+    // The snapshot's Kubernetes Secret first, then the mounted secrets directory.
+    let password = p
+        .resolve_password(secrets_dir)
+        .map_err(|e| format!("peer {} ({}): {e}", p.address, p.origin))?
+        .map(|s| s.expose().to_string());
     let local_v6 = match i.ipv6 {
         Some((IpAddr::V6(a), _)) => Some(a),
         _ => None,

@@ -40,7 +40,12 @@ impl RawDoc {
         } else {
             &self.header.metadata.name
         };
-        format!("document {} ({} {name})", self.index, self.header.kind)
+        let ns = &self.header.metadata.namespace;
+        if ns.is_empty() {
+            format!("document {} ({} {name})", self.index, self.header.kind)
+        } else {
+            format!("document {} ({} {ns}/{name})", self.index, self.header.kind)
+        }
     }
 
     /// An error about a field of this document.
@@ -134,6 +139,71 @@ impl RawDoc {
         }
         Ok(parsed)
     }
+}
+
+impl RawDoc {
+    /// Parses a whole Kubernetes object (`Secret`, `Service`, `EndpointSlice`) as `T`,
+    /// whose fields must all have defaults. Unlike [`RawDoc::parse`] nothing is warned
+    /// about: the API server returns many fields tern has no use for, and none of them
+    /// is a user's mistake. A shape error names the field (see [`failing_field`]).
+    pub fn parse_kubernetes<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        let value = match &self.body {
+            Body::Text(text) => serde_saphyr::from_str::<serde_json::Value>(text)
+                .map_err(|e| self.error("", parser_message(&e.to_string())))?,
+            Body::Value(v) => v.clone(),
+        };
+        serde_json::from_value::<T>(value.clone())
+            .map_err(|e| self.error(&failing_field::<T>(&value), e.to_string()))
+    }
+}
+
+/// The innermost field of `root` whose removal lets it parse as `T`: the field the
+/// parser's error is about. serde's own errors say what is wrong but not where, and
+/// with every field optional, taking one away is always valid.
+fn failing_field<T: DeserializeOwned>(root: &serde_json::Value) -> String {
+    use serde_json::Value;
+    enum Step {
+        Key(String),
+        Index(usize),
+    }
+    let mut pointer = String::new();
+    let mut field = String::new();
+    'descend: loop {
+        let steps: Vec<Step> = match root.pointer(&pointer) {
+            Some(Value::Object(m)) => m.keys().cloned().map(Step::Key).collect(),
+            Some(Value::Array(a)) => (0..a.len()).map(Step::Index).collect(),
+            _ => break,
+        };
+        for step in steps {
+            let mut trial = root.clone();
+            let removed = match (trial.pointer_mut(&pointer), &step) {
+                (Some(Value::Object(m)), Step::Key(k)) => m.remove(k).is_some(),
+                (Some(Value::Array(a)), Step::Index(i)) if *i < a.len() => {
+                    a.remove(*i);
+                    true
+                }
+                _ => false,
+            };
+            if removed && serde_json::from_value::<T>(trial).is_ok() {
+                match step {
+                    Step::Key(k) => {
+                        pointer = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
+                        if !field.is_empty() {
+                            field.push('.');
+                        }
+                        field.push_str(&k);
+                    }
+                    Step::Index(i) => {
+                        pointer = format!("{pointer}/{i}");
+                        field.push_str(&format!("[{i}]"));
+                    }
+                }
+                continue 'descend;
+            }
+        }
+        break;
+    }
+    field
 }
 
 /// Splits `text` into documents, reads each one's kind and name, and unpacks Lists.

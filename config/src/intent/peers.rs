@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::path::Path;
 
 use super::{PeerIntent, PeerKind};
 use crate::cluster::{
-    AddressFamily, Applies, Cluster, NextHopMode, Node, PeerResource, PeerTarget,
+    AddressFamily, Applies, Cluster, NextHopMode, Node, PasswordSource, PeerResource, PeerTarget,
+    Secret,
 };
 
 /// All sessions of `me`, keyed by peer address.
@@ -48,6 +50,10 @@ pub(super) fn peers(
                         passive: theirs.to_string() > mine.to_string(),
                         source: Some(mine),
                         password: cluster.bgp.mesh_password.clone(),
+                        snapshot_password: snapshot_password(
+                            cluster,
+                            cluster.bgp.mesh_password.as_ref(),
+                        ),
                         keepalive: cluster.bgp.mesh_keepalive,
                         hold: cluster.bgp.mesh_hold,
                         restart_time: cluster.bgp.mesh_restart_time,
@@ -164,6 +170,27 @@ fn pairs(me: &Node, other: &Node) -> Vec<(IpAddr, IpAddr)> {
     v
 }
 
+/// The password from the snapshot's Secrets, when `source` names one of them.
+fn snapshot_password(
+    cluster: &Cluster,
+    source: Option<&PasswordSource>,
+) -> Option<Result<Secret, String>> {
+    source.and_then(|s| cluster.secrets.lookup(s))
+}
+
+impl PeerIntent {
+    /// The session's password: the snapshot's Secret when it had one, else read from
+    /// its source (the mounted secrets directory, a file, a variable). Errors name the
+    /// source, never the value.
+    pub fn resolve_password(&self, secrets_dir: &Path) -> Result<Option<Secret>, String> {
+        match (&self.snapshot_password, &self.password) {
+            (Some(from_snapshot), _) => from_snapshot.clone().map(Some),
+            (None, Some(source)) => source.resolve(secrets_dir).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
 /// A session from a BGPPeer toward `address` (a node's, when `node` is given).
 fn session(
     cluster: &Cluster,
@@ -201,6 +228,7 @@ fn session(
             None
         },
         password: p.password.clone(),
+        snapshot_password: snapshot_password(cluster, p.password.as_ref()),
         keepalive: p.keepalive,
         hold: p.hold,
         restart_time: p.restart_time,
