@@ -9,9 +9,12 @@
 //! - [`file`]: a multi-document YAML file, re-read when it changes.
 //! - [`etcd`]: etcd v3 with Calico's key layout, a snapshot then a watch from its
 //!   revision, re-listed after compaction or a lost connection.
+//! - [`kubernetes`]: the Kubernetes API (Calico's KDD mode): Calico's CRDs, Nodes,
+//!   BGP password Secrets, Local Services and their EndpointSlices, listed then watched.
 
 pub mod etcd;
 pub mod file;
+pub mod kubernetes;
 
 /// Resource text as a datastore holds it: one or more YAML documents (JSON is YAML) in
 /// the form `calicoctl get -o yaml` prints (`apiVersion`, `kind`, `metadata`, `spec`).
