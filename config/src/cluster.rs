@@ -7,6 +7,7 @@
 //! allowed. Things that work but are ignored come back as warnings.
 
 mod check;
+pub mod extensions;
 mod kubernetes;
 pub(crate) mod parse;
 mod secrets;

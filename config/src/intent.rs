@@ -11,6 +11,8 @@
 //! its client.
 
 mod peers;
+#[cfg(test)]
+mod router_id_tests;
 pub mod services;
 #[cfg(test)]
 mod tests;
@@ -224,8 +226,20 @@ pub struct IntentError {
     pub reason: String,
 }
 
-/// Computes the intent of `node`. Warnings say what was merged or overridden.
+/// Computes the intent of `node` with the router id from its Node's IPv4 address.
+/// Warnings say what was merged or overridden.
 pub fn intent(cluster: &Cluster, node: &str) -> Result<(Intent, Vec<String>), IntentError> {
+    intent_with(cluster, node, None)
+}
+
+/// Computes the intent of `node`, the router id chosen as calico-node chooses it:
+/// `router_id` (`CALICO_ROUTER_ID`: an address, or `hash` of the node name) when set,
+/// else the Node's IPv4 address. An IPv6-only node therefore needs the setting.
+pub fn intent_with(
+    cluster: &Cluster,
+    node: &str,
+    router_id: Option<RouterIdSetting>,
+) -> Result<(Intent, Vec<String>), IntentError> {
     let err = |reason: String| IntentError {
         node: node.to_string(),
         reason,
@@ -241,9 +255,18 @@ pub fn intent(cluster: &Cluster, node: &str) -> Result<(Intent, Vec<String>), In
             "the Node has no spec.bgp.ipv4Address or ipv6Address, so it cannot speak BGP".into(),
         ));
     }
-    let router_id = me.ipv4.map(|(a, _)| a).ok_or_else(|| {
-        err("the router id cannot be derived: the Node has no spec.bgp.ipv4Address (tern uses it as the router id, as Calico does)".into())
-    })?;
+    let router_id = match router_id {
+        Some(RouterIdSetting::Address(a)) if a.is_unspecified() => {
+            return Err(err(
+                "the router id 0.0.0.0 set by CALICO_ROUTER_ID is not valid in BGP; give another IPv4 address or `hash`".into(),
+            ))
+        }
+        Some(RouterIdSetting::Address(a)) => a,
+        Some(RouterIdSetting::Hash) => hashed_router_id(node),
+        None => me.ipv4.map(|(a, _)| a).ok_or_else(|| {
+            err("the router id cannot be derived: the Node has no spec.bgp.ipv4Address, which tern (like Calico) uses as the router id; on an IPv6-only node set CALICO_ROUTER_ID (the environment variable, or router_id in tern.yaml) to an IPv4 address or to `hash`".into())
+        })?,
+    };
     let asn = me.as_number.unwrap_or(cluster.bgp.as_number);
     let (port_override, bind_override) = cluster
         .bgp
@@ -284,6 +307,21 @@ pub fn intent(cluster: &Cluster, node: &str) -> Result<(Intent, Vec<String>), In
         },
         warnings,
     ))
+}
+
+/// The router id calico-node uses with `CALICO_ROUTER_ID=hash` (confd's `hashToIPv4`):
+/// the first four bytes of the SHA-256 of the node name, the first lowered by 32 when
+/// above 223 so that the id is never a multicast or reserved (224-255) address.
+pub fn hashed_router_id(node: &str) -> Ipv4Addr {
+    let digest = ring::digest::digest(&ring::digest::SHA256, node.as_bytes());
+    let mut octets = [0u8; 4];
+    for (o, b) in octets.iter_mut().zip(digest.as_ref()) {
+        *o = *b;
+    }
+    if octets[0] > 223 {
+        octets[0] -= 32;
+    }
+    Ipv4Addr::from(octets)
 }
 
 /// Own blocks, borrowed addresses and service ranges, with communities attached.

@@ -27,6 +27,33 @@ pub struct Metadata {
     /// Labels (Nodes are selected by them).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Annotations: tern's own settings on Calico resources live here under the
+    /// `tern/` prefix (see [`crate::cluster::extensions`]), where Calico's schemas
+    /// leave them be.
+    #[serde(default, deserialize_with = "annotation_values")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Annotations as text. Kubernetes only stores strings, but in a hand-written file
+/// `a: 90` or `b: yes` parse as a number or a bool: they are read as their text
+/// rather than failing the whole document over an annotation tern may never read.
+fn annotation_values<'de, D>(d: D) -> Result<BTreeMap<String, String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let raw = Option::<BTreeMap<String, serde_json::Value>>::deserialize(d)?;
+    Ok(raw
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            let text = match v {
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            (k, text)
+        })
+        .collect())
 }
 
 /// One resource document: `apiVersion`, `kind`, `metadata`, `spec`.
@@ -73,7 +100,8 @@ pub enum AsNumber {
 
 /// Where a BGP password comes from. Calico's `secretKeyRef` names a Kubernetes secret;
 /// tern reads it as the file a secret volume mounts (`<secrets dir>/<name>/<key>`).
-/// `file` and `env` are tern's additions for hosts without Kubernetes.
+/// `file` and `env` are tern's older spelling of the `tern/password-file` and
+/// `tern/password-env` annotations (deprecated: not Calico's fields).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PasswordSpec {
@@ -114,10 +142,10 @@ pub struct BgpConfigurationSpec {
     pub node_mesh_password: Option<PasswordSpec>,
     /// Graceful-restart time of the mesh sessions (Go duration, e.g. `120s`).
     pub node_mesh_max_restart_time: Option<String>,
-    /// tern's extension: hold time of the mesh sessions (Go duration), so a node that
-    /// dies silently is noticed sooner than the 90 s default (Calico cannot set it).
+    /// Deprecated spelling of the `tern/node-mesh-hold-time` annotation (not Calico's
+    /// field, so calicoctl and the CRD schema refuse or drop it).
     pub node_mesh_hold_time: Option<String>,
-    /// tern's extension: keepalive of the mesh sessions (default: a third of the hold).
+    /// Deprecated spelling of the `tern/node-mesh-keepalive-time` annotation.
     pub node_mesh_keepalive_time: Option<String>,
     /// Interface name patterns whose routes are never learned from the kernel.
     #[serde(default)]
@@ -192,13 +220,12 @@ pub struct BgpPeerSpec {
     pub source_address: Option<String>,
     /// Graceful-restart time (Go duration).
     pub max_restart_time: Option<String>,
-    /// tern's extension: the address families this session carries (`IPv4`, `IPv6`).
-    /// Default: the family of the peer's address, as Calico's BIRD configuration does.
+    /// Deprecated spelling of the `tern/families` annotation (not Calico's field).
     #[serde(default)]
     pub families: Vec<String>,
     /// Keepalive interval (Go duration).
     pub keepalive_time: Option<String>,
-    /// Hold time (Go duration): tern's extension.
+    /// Deprecated spelling of the `tern/hold-time` annotation (not Calico's field).
     pub hold_time: Option<String>,
     /// allowas-in count.
     #[serde(rename = "numAllowedLocalASNumbers")]

@@ -6,7 +6,7 @@ use crate::cluster::{Cluster, ConfigErrors};
 use crate::datastore::Document;
 use crate::diff::{diff, IntentDiff};
 use crate::error::Warning;
-use crate::intent::{intent, Intent, IntentError};
+use crate::intent::{intent_with, Intent, IntentError, RouterIdSetting};
 
 /// Why a snapshot was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +45,7 @@ pub struct Tracker {
     current: Option<Intent>,
     revision: Option<i64>,
     max_document_bytes: u64,
+    router_id: Option<RouterIdSetting>,
 }
 
 impl Tracker {
@@ -55,7 +56,15 @@ impl Tracker {
             current: None,
             revision: None,
             max_document_bytes: crate::daemon::limits::DEFAULT_DATASTORE_DOCUMENT_BYTES,
+            router_id: None,
         }
+    }
+
+    /// Takes the router id from `CALICO_ROUTER_ID` (see [`intent_with`]) instead of
+    /// the Node's IPv4 address; `None` keeps the address.
+    pub fn with_router_id(mut self, router_id: Option<RouterIdSetting>) -> Tracker {
+        self.router_id = router_id;
+        self
     }
 
     /// Refuses documents larger than `bytes` before parsing them: YAML parsing costs
@@ -90,7 +99,8 @@ impl Tracker {
             });
         }
         let (cluster, warnings) = Cluster::from_documents(documents).map_err(Rejected::Invalid)?;
-        let (next, notes) = intent(&cluster, &self.node).map_err(Rejected::NoIntent)?;
+        let (next, notes) =
+            intent_with(&cluster, &self.node, self.router_id).map_err(Rejected::NoIntent)?;
         let diff = match &self.current {
             Some(old) => diff(old, &next),
             None => first_diff(&next),

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use super::extensions::{self as ext, MESH_ANNOTATIONS};
 use super::parse::RawDoc;
 use super::*;
 use crate::model::{self, PasswordSpec};
@@ -66,6 +67,7 @@ pub(super) fn build(
             ));
             continue;
         }
+        ext::warn_unknown(d, warnings);
         let before = errors.len();
         match kind {
             "BGPConfiguration" => {
@@ -269,7 +271,7 @@ fn restart_time_field(
     Some(t)
 }
 
-fn password(
+pub(super) fn password(
     d: &RawDoc,
     field: &str,
     p: &Option<PasswordSpec>,
@@ -358,19 +360,38 @@ fn bgp_settings(
             "tern's log level is `log` in tern.yaml; ignored",
         ));
     }
-    out.mesh_password = password(d, "spec.nodeMeshPassword", &s.node_mesh_password, errors);
+    let ann = &r.metadata.annotations;
+    out.mesh_password = ext::password(
+        d,
+        ann,
+        (ext::NODE_MESH_PASSWORD_FILE, ext::NODE_MESH_PASSWORD_ENV),
+        "spec.nodeMeshPassword",
+        &s.node_mesh_password,
+        errors,
+        warnings,
+    );
     out.mesh_restart_time = restart_time_field(
         d,
         "spec.nodeMeshMaxRestartTime",
         &s.node_mesh_max_restart_time,
         errors,
     );
-    (out.mesh_hold, out.mesh_keepalive) = timers(
+    let hold = ext::text_setting(
         d,
-        ("spec.nodeMeshHoldTime", &s.node_mesh_hold_time),
-        ("spec.nodeMeshKeepaliveTime", &s.node_mesh_keepalive_time),
-        errors,
+        ann,
+        (ext::NODE_MESH_HOLD_TIME, "spec.nodeMeshHoldTime"),
+        &s.node_mesh_hold_time,
+        warnings,
     );
+    let keepalive = ext::text_setting(
+        d,
+        ann,
+        (ext::NODE_MESH_KEEPALIVE_TIME, "spec.nodeMeshKeepaliveTime"),
+        &s.node_mesh_keepalive_time,
+        warnings,
+    );
+    (out.mesh_hold, out.mesh_keepalive) =
+        timers(d, (&hold.0, &hold.1), (&keepalive.0, &keepalive.1), errors);
     out.ignored_interfaces = s.ignored_interfaces;
     let mut named = BTreeMap::new();
     for (i, c) in s.communities.iter().enumerate() {
@@ -468,11 +489,24 @@ fn node_override(
             "spec.prefixAdvertisements",
         ),
         (!s.service_cluster_ips.is_empty(), "spec.serviceClusterIPs"),
+        (s.node_mesh_hold_time.is_some(), "spec.nodeMeshHoldTime"),
+        (
+            s.node_mesh_keepalive_time.is_some(),
+            "spec.nodeMeshKeepaliveTime",
+        ),
     ] {
         if set {
             warnings.push(d.warning(
                 field,
                 "only listenPort and bindMode can be set per node; ignored",
+            ));
+        }
+    }
+    for key in MESH_ANNOTATIONS {
+        if r.metadata.annotations.contains_key(*key) {
+            warnings.push(d.warning(
+                &ext::field(key),
+                "the mesh settings apply from the `default` BGPConfiguration only; ignored",
             ));
         }
     }
@@ -586,22 +620,18 @@ fn peer(
             true
         }
     };
-    let mut families = Vec::new();
-    for (i, f) in s.families.iter().enumerate() {
-        match f.to_ascii_lowercase().as_str() {
-            "ipv4" => families.push(AddressFamily::Ipv4),
-            "ipv6" => families.push(AddressFamily::Ipv6),
-            _ => errors.push(d.error(
-                &format!("spec.families[{i}]"),
-                format!("{f:?}: use IPv4 or IPv6"),
-            )),
-        }
-    }
-    families.sort();
-    families.dedup();
+    let ann = &r.metadata.annotations;
+    let families = ext::families(d, ann, &s.families, errors, warnings);
+    let hold_setting = ext::text_setting(
+        d,
+        ann,
+        (ext::HOLD_TIME, "spec.holdTime"),
+        &s.hold_time,
+        warnings,
+    );
     let (hold, keepalive) = timers(
         d,
-        ("spec.holdTime", &s.hold_time),
+        (&hold_setting.0, &hold_setting.1),
         ("spec.keepaliveTime", &s.keepalive_time),
         errors,
     );
@@ -648,7 +678,15 @@ fn peer(
             true
         }
     };
-    let pw = password(d, "spec.password", &s.password, errors);
+    let pw = ext::password(
+        d,
+        ann,
+        (ext::PASSWORD_FILE, ext::PASSWORD_ENV),
+        "spec.password",
+        &s.password,
+        errors,
+        warnings,
+    );
     if errors.len() > before {
         return None;
     }

@@ -255,7 +255,7 @@ fn passwords_resolve_from_file_and_env_and_never_print() {
 
 #[test]
 fn mesh_timers_are_read_and_checked() {
-    let ok = format!("apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {{name: default}}\nspec: {{asNumber: 64512, nodeMeshHoldTime: 6s, nodeMeshKeepaliveTime: 2s}}\n---\n{NODE}");
+    let ok = format!("apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {{name: default, annotations: {{tern/node-mesh-hold-time: 6s, tern/node-mesh-keepalive-time: 2s}}}}\nspec: {{asNumber: 64512}}\n---\n{NODE}");
     let (c, w) = load(&ok).unwrap_or_else(|e| panic!("{e}"));
     assert!(w.is_empty(), "{w:?}");
     assert_eq!(c.bgp.mesh_hold, Some(std::time::Duration::from_secs(6)));
@@ -263,29 +263,36 @@ fn mesh_timers_are_read_and_checked() {
         c.bgp.mesh_keepalive,
         Some(std::time::Duration::from_secs(2))
     );
-    let bad = "apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: default}\nspec: {asNumber: 64512, nodeMeshHoldTime: 2s, nodeMeshKeepaliveTime: 5s}\n";
+    let bad = "apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: default, annotations: {tern/node-mesh-hold-time: 2s, tern/node-mesh-keepalive-time: 5s}}\nspec: {asNumber: 64512}\n";
     let e = errors(bad).join("\n");
     assert!(
-        e.contains("field `spec.nodeMeshHoldTime`: 2s: a hold time is 0 or at least 3s"),
+        e.contains("(BGPConfiguration default): field `metadata.annotations.tern/node-mesh-hold-time`: 2s: a hold time is 0 or at least 3s"),
         "{e}"
     );
     assert!(
-        e.contains("field `spec.nodeMeshKeepaliveTime`: 5s is not shorter than the hold time 2s"),
+        e.contains("field `metadata.annotations.tern/node-mesh-keepalive-time`: 5s is not shorter than the hold time 2s"),
         "{e}"
     );
 }
 
 #[test]
 fn peer_families_are_read_and_checked() {
-    let ok = format!("apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: tor}}\nspec: {{peerIP: 198.51.100.1, asNumber: 65001, families: [IPv6, IPv4, ipv4]}}\n---\n{NODE}");
+    let ok = format!("apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: tor, annotations: {{tern/families: \"IPv6, IPv4,ipv4\"}}}}\nspec: {{peerIP: 198.51.100.1, asNumber: 65001}}\n---\n{NODE}");
     let (c, w) = load(&ok).unwrap_or_else(|e| panic!("{e}"));
     assert!(w.is_empty(), "{w:?}");
     assert_eq!(
         c.peers[0].families,
         vec![AddressFamily::Ipv4, AddressFamily::Ipv6]
     );
-    let bad = "apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {name: tor}\nspec: {peerIP: 198.51.100.1, asNumber: 65001, families: [IPv4, L2VPN]}\n";
+    let bad = "apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {name: tor, annotations: {tern/families: \"IPv4,L2VPN\"}}\nspec: {peerIP: 198.51.100.1, asNumber: 65001}\n";
     let e = errors(bad).join("\n");
+    assert!(
+        e.contains("(BGPPeer tor): field `metadata.annotations.tern/families`: \"L2VPN\" in \"IPv4,L2VPN\": use IPv4 or IPv6"),
+        "{e}"
+    );
+    // The deprecated spelling is still checked the same way.
+    let old = "apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {name: tor}\nspec: {peerIP: 198.51.100.1, asNumber: 65001, families: [IPv4, L2VPN]}\n";
+    let e = errors(old).join("\n");
     assert!(
         e.contains("field `spec.families[1]`: \"L2VPN\": use IPv4 or IPv6"),
         "{e}"
