@@ -268,3 +268,58 @@ pub fn fib_route(r: &Route) -> FibRoute {
         table: r.table,
     }
 }
+
+#[cfg(test)]
+mod password_tests {
+    //! The speaker gets the snapshot's Secret value first, the mounted file otherwise.
+
+    use super::*;
+    use tern_config::cluster::Cluster;
+    use tern_config::datastore::Document;
+
+    const CLUSTER: &str = "apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node-a}
+spec: {bgp: {ipv4Address: 198.51.100.10/24}}
+---
+apiVersion: projectcalico.org/v3
+kind: BGPPeer
+metadata: {name: tor}
+spec: {peerIP: 198.51.100.1, asNumber: 64513, password: {secretKeyRef: {name: bgp, key: tor}}}
+";
+
+    fn password(text: &str, secrets_dir: &Path) -> Result<Option<String>, String> {
+        let (c, _) = Cluster::from_documents(&[Document {
+            origin: "cluster.yaml".into(),
+            text: text.into(),
+        }])
+        .unwrap();
+        let (i, _) = tern_config::intent::intent(&c, "node-a").unwrap();
+        let p = i.peers.values().next().unwrap();
+        peer_config(&i, p, secrets_dir, &Limits::default()).map(|c| c.password)
+    }
+
+    #[test]
+    fn the_snapshot_secret_comes_before_the_mounted_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("bgp")).unwrap();
+        std::fs::write(dir.path().join("bgp/tor"), "from-file\n").unwrap();
+        assert_eq!(
+            password(CLUSTER, dir.path()).unwrap().as_deref(),
+            Some("from-file")
+        );
+        // "from-secret" in base64.
+        let with_secret = format!(
+            "{CLUSTER}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: bgp, namespace: calico-system}}\ndata: {{tor: ZnJvbS1zZWNyZXQ=}}\n"
+        );
+        assert_eq!(
+            password(&with_secret, dir.path()).unwrap().as_deref(),
+            Some("from-secret")
+        );
+        let e = password(&with_secret.replace("tor: ", "other: "), dir.path()).unwrap_err();
+        assert!(
+            e.contains("peer 198.51.100.1 (BGPPeer tor): secret calico-system/bgp key tor"),
+            "{e}"
+        );
+    }
+}
