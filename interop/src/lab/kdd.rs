@@ -35,7 +35,7 @@ pub fn objects(
         let doc: Value = serde_saphyr::from_str(text)
             .map_err(|e| Error::Lab(format!("cluster.yaml document {i}: {e}")))?;
         let kind = doc["kind"].as_str().unwrap_or_default().to_string();
-        let meta = doc.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        let mut meta = doc.get("metadata").cloned().unwrap_or_else(|| json!({}));
         let mut spec = doc.get("spec").cloned().unwrap_or_else(|| json!({}));
         match kind.as_str() {
             "Node" => out.push(node(&meta, &spec)),
@@ -44,7 +44,7 @@ pub fn objects(
                     spec["deleted"] = json!("false");
                 }
                 if kind == "BGPPeer" {
-                    if let Some(secret) = password_secret(&meta, &mut spec, read_file)? {
+                    if let Some(secret) = password_secret(&mut meta, &mut spec, read_file)? {
                         out.push(secret);
                     }
                 }
@@ -119,14 +119,22 @@ fn node(meta: &Value, spec: &Value) -> Value {
     })
 }
 
-/// Replaces a BGPPeer's `password: {file: F}` by a `secretKeyRef` to a Secret holding
-/// F's content, and returns that Secret.
+/// Replaces a BGPPeer's password file (the `tern/password-file` annotation, or the
+/// older `password: {file: F}`) by a `secretKeyRef` to a Secret holding F's content,
+/// and returns that Secret.
 fn password_secret(
-    meta: &Value,
+    meta: &mut Value,
     spec: &mut Value,
     read_file: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<Value>> {
-    let Some(file) = spec["password"]["file"].as_str().map(str::to_string) else {
+    // Removed, or tern would read the file instead of the Secret.
+    let annotated = meta
+        .get_mut("annotations")
+        .and_then(Value::as_object_mut)
+        .and_then(|a| a.remove("tern/password-file"))
+        .and_then(|v| v.as_str().map(str::to_string));
+    let Some(file) = annotated.or_else(|| spec["password"]["file"].as_str().map(str::to_string))
+    else {
         return Ok(None);
     };
     let peer = meta["name"].as_str().unwrap_or("peer");
@@ -283,5 +291,21 @@ mod tests {
         let yaml = "---\nkind: BGPPeer\nmetadata: {name: tor}\nspec: {peerIP: 198.51.100.1, asNumber: 65001, password: {file: /nope}}\n";
         let e = objects(yaml, &|_| None).unwrap_err().to_string();
         assert!(e.contains("BGPPeer tor") && e.contains("/nope"), "{e}");
+    }
+
+    #[test]
+    fn a_password_file_annotation_becomes_a_secret_and_is_removed() {
+        let yaml = "---\nkind: BGPPeer\nmetadata: {name: tor, annotations: {tern/hold-time: 9s, tern/password-file: /lab/pw}}\nspec: {peerIP: 198.51.100.1, asNumber: 65001}\n";
+        let objs = objects(yaml, &|f| (f == "/lab/pw").then(|| "s3cret\n".to_string())).unwrap();
+        let peer = objs.iter().find(|o| o["kind"] == "BGPPeer").unwrap();
+        assert_eq!(
+            peer["spec"]["password"]["secretKeyRef"]["name"],
+            "tor-bgp-password"
+        );
+        assert_eq!(
+            peer["metadata"]["annotations"],
+            json!({"tern/hold-time": "9s"})
+        );
+        assert!(objs.iter().any(|o| o["kind"] == "Secret"));
     }
 }

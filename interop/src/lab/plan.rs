@@ -100,7 +100,8 @@ pub struct LabSpec {
     pub ipv6: bool,
     /// Graceful-restart time of the mesh sessions (`nodeMeshMaxRestartTime`), seconds.
     pub restart_time: Option<u32>,
-    /// Hold time of the mesh sessions (tern's `nodeMeshHoldTime`; keepalive a third),
+    /// Hold time of the mesh sessions (tern's `tern/node-mesh-hold-time` annotation;
+    /// keepalive a third),
     /// seconds.
     pub mesh_hold: Option<u32>,
     /// TCP-MD5 password of the nodes' sessions with the ToR (the BGPPeer's, from a
@@ -405,14 +406,15 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
             );
         }
     }
-    if let Some(h) = spec.mesh_hold {
-        let _ = writeln!(
-            bgp,
-            "  nodeMeshHoldTime: {h}s\n  nodeMeshKeepaliveTime: {}s",
+    // tern's own settings are annotations: Calico's spec has no field for them.
+    let bgp_meta = match spec.mesh_hold {
+        Some(h) => format!(
+            "{{name: default, annotations: {{tern/node-mesh-hold-time: {h}s, tern/node-mesh-keepalive-time: {}s}}}}",
             (h / 3).max(1)
-        );
-    }
-    doc(&mut y, "BGPConfiguration", "{name: default}", &bgp);
+        ),
+        None => "{name: default}".to_string(),
+    };
+    doc(&mut y, "BGPConfiguration", &bgp_meta, &bgp);
     for n in &nodes {
         let meta = if n.reflector {
             format!(
@@ -431,33 +433,33 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
         }
         doc(&mut y, "Node", &meta, &s);
     }
-    let mut peer = |name: &str, ip: &str, asn: u32, extra: &str| {
-        let s = format!(
-            "  peerIP: \"{ip}\"\n  asNumber: {asn}\n  holdTime: 9s\n  keepaliveTime: 3s\n{extra}"
-        );
-        doc(&mut y, "BGPPeer", &format!("{{name: {name}}}"), &s);
+    let mut peer = |name: &str, ip: &str, asn: u32, annotations: &str, extra: &str| {
+        let s = format!("  peerIP: \"{ip}\"\n  asNumber: {asn}\n  keepaliveTime: 3s\n{extra}");
+        let meta = format!("{{name: {name}, annotations: {{tern/hold-time: 9s{annotations}}}}}");
+        doc(&mut y, "BGPPeer", &meta, &s);
     };
     if spec.tor.is_some() {
         let mut extra = String::new();
+        let mut annotations = String::new();
         if spec.tor_password.is_some() {
-            let _ = writeln!(
-                extra,
-                "  password: {{file: {}}}",
+            let _ = write!(
+                annotations,
+                ", tern/password-file: \"{}\"",
                 spec.tor_password_file().display()
             );
         }
         if spec.tor_ttl_security {
             extra.push_str("  ttlSecurity: 1\n");
         }
-        peer("tor", TOR_V4, TOR_AS, &extra);
+        peer("tor", TOR_V4, TOR_AS, &annotations, &extra);
         if spec.ipv6 {
-            peer("tor-v6", TOR_V6, TOR_AS, &extra);
+            peer("tor-v6", TOR_V6, TOR_AS, &annotations, &extra);
         }
     }
     if spec.topology == Topology::BirdReflector {
-        peer("bird-rr", BIRD_RR_V4, CLUSTER_AS, "");
+        peer("bird-rr", BIRD_RR_V4, CLUSTER_AS, "", "");
         if spec.ipv6 {
-            peer("bird-rr-v6", BIRD_RR_V6, CLUSTER_AS, "");
+            peer("bird-rr-v6", BIRD_RR_V6, CLUSTER_AS, "", "");
         }
     }
     if let Topology::RouteReflectors(_) = spec.topology {
