@@ -152,10 +152,24 @@ impl RawDoc {
                 .map_err(|e| self.error("", parser_message(&e.to_string())))?,
             Body::Value(v) => v.clone(),
         };
-        serde_json::from_value::<T>(value.clone())
-            .map_err(|e| self.error(&failing_field::<T>(&value), e.to_string()))
+        serde_json::from_value::<T>(value.clone()).map_err(|e| {
+            // The search re-parses the object once per field tried: only for objects
+            // of a sensible size (Kubernetes' own are a few kilobytes).
+            let small = serde_json::to_vec(&value).is_ok_and(|v| v.len() <= SEARCH_BYTES);
+            let field = if small {
+                failing_field::<T>(&value)
+            } else {
+                String::new()
+            };
+            self.error(&field, e.to_string())
+        })
     }
 }
+
+/// The largest object whose failing field is searched for.
+const SEARCH_BYTES: usize = 256 * 1024;
+/// The most fields tried while searching.
+const SEARCH_TRIALS: usize = 512;
 
 /// The innermost field of `root` whose removal lets it parse as `T`: the field the
 /// parser's error is about. serde's own errors say what is wrong but not where, and
@@ -168,6 +182,7 @@ fn failing_field<T: DeserializeOwned>(root: &serde_json::Value) -> String {
     }
     let mut pointer = String::new();
     let mut field = String::new();
+    let mut budget = SEARCH_TRIALS;
     'descend: loop {
         let steps: Vec<Step> = match root.pointer(&pointer) {
             Some(Value::Object(m)) => m.keys().cloned().map(Step::Key).collect(),
@@ -175,6 +190,10 @@ fn failing_field<T: DeserializeOwned>(root: &serde_json::Value) -> String {
             _ => break,
         };
         for step in steps {
+            if budget == 0 {
+                break 'descend;
+            }
+            budget -= 1;
             let mut trial = root.clone();
             let removed = match (trial.pointer_mut(&pointer), &step) {
                 (Some(Value::Object(m)), Step::Key(k)) => m.remove(k).is_some(),
