@@ -18,6 +18,7 @@ pub mod resources;
 mod serve;
 pub mod store;
 mod watch;
+mod write;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, Limited, StreamBody};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
@@ -18,13 +18,11 @@ use super::rbac::{forbidden_message, Attributes, Rbac};
 use super::resources::{self, Resource, RESOURCES};
 use super::store::{Key, Store, StoreError};
 use super::watch::{line, partial_metadata, Shape, Start, Watch};
+use super::write;
 use super::RequestRecord;
 
 /// A response body: a whole JSON document or a watch stream.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
-
-/// The largest request body accepted (the real server's limit is 3 MiB).
-const MAX_BODY: usize = 3 << 20;
 
 /// What every connection shares; outlives restarts.
 #[derive(Debug)]
@@ -53,7 +51,7 @@ impl Shared {
     }
 }
 
-fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
+pub(super) fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(v.to_string())).boxed_unsync());
     *r.status_mut() = code;
     r.headers_mut().insert(
@@ -85,25 +83,30 @@ pub fn status_object(
     s
 }
 
-fn status(code: StatusCode, reason: &str, message: &str, details: Option<Value>) -> Response<Body> {
+pub(super) fn status(
+    code: StatusCode,
+    reason: &str,
+    message: &str,
+    details: Option<Value>,
+) -> Response<Body> {
     json_response(code, &status_object(code, reason, message, details))
 }
 
 /// A request on a resource, parsed from its URL.
-struct Target {
-    res: usize,
-    resource: &'static Resource,
-    namespace: Option<String>,
-    name: Option<String>,
+pub(super) struct Target {
+    pub(super) res: usize,
+    pub(super) resource: &'static Resource,
+    pub(super) namespace: Option<String>,
+    pub(super) name: Option<String>,
 }
 
 impl Target {
-    fn details(&self) -> Value {
+    pub(super) fn details(&self) -> Value {
         json!({"name": self.name.clone().unwrap_or_default(), "group": self.resource.group,
                "kind": self.resource.plural})
     }
 
-    fn qualified(&self) -> String {
+    pub(super) fn qualified(&self) -> String {
         let r = self.resource;
         if r.group.is_empty() {
             r.plural.to_string()
@@ -112,7 +115,7 @@ impl Target {
         }
     }
 
-    fn not_found(&self) -> Response<Body> {
+    pub(super) fn not_found(&self) -> Response<Body> {
         let msg = format!(
             "{} {:?} not found",
             self.qualified(),
@@ -126,7 +129,7 @@ impl Target {
         )
     }
 
-    fn key(&self) -> Key {
+    pub(super) fn key(&self) -> Key {
         (
             self.res,
             self.namespace.clone().unwrap_or_default(),
@@ -306,11 +309,11 @@ async fn resource_request(
         "get" => get(shared, t, metadata_only),
         "list" => list(shared, t, q, metadata_only),
         "watch" => watch(shared, t, q, metadata_only),
-        "create" | "update" => match read_object(req).await {
-            Ok(obj) => write(shared, t, obj, verb == "update"),
+        "create" | "update" => match write::read_object(req).await {
+            Ok(obj) => write::write(shared, t, obj, verb == "update"),
             Err(r) => r,
         },
-        "delete" => delete(shared, t),
+        "delete" => write::delete(shared, t),
         _ => {
             let msg =
                 format!("the server does not allow this method on the requested resource ({verb})");
@@ -498,123 +501,6 @@ fn stream(w: Watch) -> Response<Body> {
         hyper::header::HeaderValue::from_static("application/json"),
     );
     r
-}
-
-async fn read_object(req: Request<Incoming>) -> Result<Value, Response<Body>> {
-    let bytes = Limited::new(req.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| {
-            status(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                &format!("reading the body: {e}"),
-                None,
-            )
-        })?
-        .to_bytes();
-    serde_json::from_slice(&bytes).map_err(|e| {
-        let msg = format!("the body is not a JSON object (YAML is not accepted): {e}");
-        status(StatusCode::BAD_REQUEST, "BadRequest", &msg, None)
-    })
-}
-
-fn bad_request(msg: &str) -> Response<Body> {
-    status(StatusCode::BAD_REQUEST, "BadRequest", msg, None)
-}
-
-/// POST (create) or PUT (update) of `obj` at `t`.
-fn write(shared: &Shared, t: &Target, mut obj: Value, update: bool) -> Response<Body> {
-    let r = t.resource;
-    if obj["apiVersion"].as_str() != Some(&r.api_version()) || obj["kind"].as_str() != Some(r.kind)
-    {
-        return bad_request(&format!(
-            "the object's apiVersion/kind ({}/{}) is not {}/{} of {}",
-            obj["apiVersion"],
-            obj["kind"],
-            r.api_version(),
-            r.kind,
-            r.plural
-        ));
-    }
-    let body_ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
-    match (&t.namespace, body_ns) {
-        (Some(path_ns), Some(b)) if *path_ns != b => {
-            return bad_request("the namespace of the provided object does not match the namespace sent on the request");
-        }
-        (Some(path_ns), _) => obj["metadata"]["namespace"] = json!(path_ns),
-        (None, _) => {}
-    }
-    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-    if update && t.name.as_deref() != Some(name.as_str()) {
-        return bad_request("the name of the object does not match the name on the URL");
-    }
-    let named = Target {
-        res: t.res,
-        resource: t.resource,
-        namespace: t.namespace.clone(),
-        name: Some(name.clone()),
-    };
-    let mut store = shared.store();
-    // An update carrying a resourceVersion must be of the current object (optimistic
-    // concurrency); one without is unconditional, as on the real server.
-    if let (true, Some(sent)) = (update, obj["metadata"]["resourceVersion"].as_str()) {
-        let current = store
-            .get(&named.key())
-            .map(|o| o["metadata"]["resourceVersion"].clone());
-        if current.as_ref().is_some_and(|c| c.as_str() != Some(sent)) {
-            let msg = format!("Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again", named.qualified());
-            return status(
-                StatusCode::CONFLICT,
-                "Conflict",
-                &msg,
-                Some(named.details()),
-            );
-        }
-    }
-    match store.write(t.res, obj, Some(update)) {
-        Ok(o) => json_response(
-            if update {
-                StatusCode::OK
-            } else {
-                StatusCode::CREATED
-            },
-            &o,
-        ),
-        Err(StoreError::AlreadyExists) => {
-            let msg = format!("{} {name:?} already exists", named.qualified());
-            status(
-                StatusCode::CONFLICT,
-                "AlreadyExists",
-                &msg,
-                Some(named.details()),
-            )
-        }
-        Err(StoreError::NotFound) => named.not_found(),
-        Err(StoreError::Invalid(m)) => status(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
-            &m,
-            Some(named.details()),
-        ),
-        Err(StoreError::Expired { .. }) => bad_request("expired"),
-    }
-}
-
-fn delete(shared: &Shared, t: &Target) -> Response<Body> {
-    if t.name.is_none() {
-        let msg = "deleting a whole collection is not supported by this stand-in";
-        return status(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            msg,
-            Some(t.details()),
-        );
-    }
-    match shared.store().delete(&t.key()) {
-        Ok(o) => json_response(StatusCode::OK, &o),
-        Err(_) => t.not_found(),
-    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,9 @@ pub struct Event {
     pub object: Value,
 }
 
+/// Where a watch resumes: the kept events after its version, and the live ones.
+pub type Resume = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
+
 /// Why the store refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreError {
@@ -181,11 +184,7 @@ impl Store {
 
     /// The events of `res` after `rv` still in the history, and a receiver of the ones to
     /// come; `Expired` when events after `rv` were forgotten.
-    pub fn watch_from(
-        &self,
-        res: usize,
-        rv: u64,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), StoreError> {
+    pub fn watch_from(&self, res: usize, rv: u64) -> Result<Resume, StoreError> {
         if rv < self.oldest {
             return Err(StoreError::Expired {
                 oldest: self.oldest,
