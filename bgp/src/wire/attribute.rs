@@ -288,7 +288,7 @@ fn fixed<const N: usize>(data: &[u8], name: &str) -> Result<[u8; N], ValueError>
 }
 
 fn multiple_of(data: &[u8], n: usize, name: &str) -> Result<(), ValueError> {
-    if data.len() % n != 0 || data.is_empty() {
+    if !data.len().is_multiple_of(n) || data.is_empty() {
         return Err((
             update_subcode::ATTRIBUTE_LENGTH,
             format!("{name} length {} is not a multiple of {n}", data.len()),

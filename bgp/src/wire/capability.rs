@@ -123,7 +123,7 @@ impl Capability {
             cc::FOUR_OCTET_AS => Capability::FourOctetAs(r.u32().ok_or_else(|| bad("4-octet AS"))?),
             cc::GRACEFUL_RESTART => {
                 let head = r.u16().ok_or_else(|| bad("graceful restart"))?;
-                if r.remaining() % 4 != 0 {
+                if !r.remaining().is_multiple_of(4) {
                     return Err(bad("graceful restart"));
                 }
                 let mut families = Vec::new();
@@ -141,7 +141,7 @@ impl Capability {
                 })
             }
             cc::ADD_PATH => {
-                if r.remaining() % 4 != 0 || r.is_empty() {
+                if !r.remaining().is_multiple_of(4) || r.is_empty() {
                     return Err(bad("ADD-PATH"));
                 }
                 let mut v = Vec::new();
@@ -158,7 +158,7 @@ impl Capability {
                 Capability::AddPath(v)
             }
             cc::EXTENDED_NEXT_HOP => {
-                if r.remaining() % 6 != 0 || r.is_empty() {
+                if !r.remaining().is_multiple_of(6) || r.is_empty() {
                     return Err(bad("extended next hop"));
                 }
                 let mut v = Vec::new();
