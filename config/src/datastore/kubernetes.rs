@@ -44,7 +44,8 @@
 //! snapshots back while any kind fails; bursts of changes are coalesced (a snapshot
 //! goes out [`SETTLE`] after the last change, at most [`SETTLE_MAX`] after the first).
 //! A failure is reported as [`StoreEvent::Unavailable`] once per outage (again only if
-//! the cause changes), in words the operator can act on; after it, the next complete
+//! the kind of cause changes: unreachable, 401, 403, …), in words the operator can act
+//! on; after it, the next complete
 //! state is sent as a snapshot even if it did not change.
 //!
 //! Sizes: an object whose JSON is over [`KubeSettings::max_document_bytes`] is refused
@@ -56,6 +57,10 @@ mod assembly;
 mod convert;
 mod watch;
 
+#[cfg(test)]
+mod assembly_tests;
+#[cfg(test)]
+mod store_tests;
 #[cfg(test)]
 mod tests;
 

@@ -28,6 +28,16 @@ pub struct Refusal {
     pub text: String,
 }
 
+/// A failed list or watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The kind of cause (`unreachable`, `401`, `403`, …): an outage is reported again
+    /// only when this changes, not for each resource that fails the same way.
+    pub class: &'static str,
+    /// What the operator reads.
+    pub text: String,
+}
+
 /// What a watch task reports; mirrors `kube::runtime::watcher::Event` plus failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
@@ -41,8 +51,8 @@ pub enum Input {
     Apply(Kind, Entry),
     /// An object was deleted (its key).
     Delete(Kind, String),
-    /// The kind's list or watch failed; the text is what the operator reads.
-    Failed(Kind, String),
+    /// The kind's list or watch failed.
+    Failed(Kind, Failure),
 }
 
 /// What an input did.
@@ -53,7 +63,7 @@ pub enum Step {
     /// Nothing to do.
     Unchanged,
     /// A failure to report (once per outage; the caller decides).
-    Failed(String),
+    Failed(Failure),
 }
 
 /// What [`Assembly::snapshot`] found.
@@ -125,9 +135,9 @@ impl Assembly {
             | Input::Failed(k, _) => *k,
         };
         let state = self.kinds.entry(kind).or_default();
-        if let Input::Failed(_, text) = input {
+        if let Input::Failed(_, failure) = input {
             state.failing = true;
-            return Step::Failed(text);
+            return Step::Failed(failure);
         }
         // Any event but `Init` means the API server answers this kind again. (kube's
         // watcher emits `Init` before it sends the list request, so `Init` proves

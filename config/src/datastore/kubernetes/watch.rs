@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::assembly::{Assembly, Entry, Input, Outcome, Refusal, Step};
+use super::assembly::{Assembly, Entry, Failure, Input, Outcome, Refusal, Step};
 use super::convert::convert;
 use super::{Kind, KubeSettings, SETTLE, SETTLE_MAX};
 use crate::datastore::StoreEvent;
@@ -102,8 +102,8 @@ pub(super) async fn run(
     drop(context);
 
     let mut assembly = Assembly::new();
-    // The outage text last reported; `Some` until the next snapshot is sent.
-    let mut reported: Option<String> = None;
+    // The class of the outage last reported; `Some` until the next snapshot is sent.
+    let mut reported: Option<&'static str> = None;
     // When to build the next snapshot, and when the first change it waits for came.
     let mut due: Option<(Instant, Instant)> = None;
     loop {
@@ -124,8 +124,8 @@ pub(super) async fn run(
                         let first = due.map_or(now, |(_, first)| first);
                         due = Some(((now + SETTLE).min(first + SETTLE_MAX), first));
                     }
-                    Step::Failed(text) => {
-                        if report(&events, &mut reported, text).await.is_err() {
+                    Step::Failed(failure) => {
+                        if report(&events, &mut reported, failure).await.is_err() {
                             return;
                         }
                     }
@@ -136,7 +136,8 @@ pub(super) async fn run(
                 match assembly.snapshot(reported.is_some()) {
                     Outcome::Nothing => {}
                     Outcome::Refused(text) => {
-                        if report(&events, &mut reported, text).await.is_err() {
+                        let failure = Failure { class: "refused", text };
+                        if report(&events, &mut reported, failure).await.is_err() {
                             return;
                         }
                     }
@@ -156,19 +157,20 @@ pub(super) async fn run(
     }
 }
 
-/// Reports an outage unless this very text was reported already in this outage.
+/// Reports an outage, unless one of the same class has been reported already in this
+/// outage (a missing RBAC rule fails every resource: one report, not ten).
 async fn report(
     events: &mpsc::Sender<StoreEvent>,
-    reported: &mut Option<String>,
-    text: String,
+    reported: &mut Option<&'static str>,
+    failure: Failure,
 ) -> Result<(), mpsc::error::SendError<StoreEvent>> {
-    if reported.as_deref() == Some(text.as_str()) {
-        debug!(error = %text, "Kubernetes API still unavailable");
+    if *reported == Some(failure.class) {
+        debug!(error = %failure.text, "Kubernetes API still unavailable");
         return Ok(());
     }
-    warn!(error = %text, "Kubernetes API unavailable; keeping the last snapshot");
-    *reported = Some(text.clone());
-    events.send(StoreEvent::Unavailable(text)).await
+    warn!(error = %failure.text, "Kubernetes API unavailable; keeping the last snapshot");
+    *reported = Some(failure.class);
+    events.send(StoreEvent::Unavailable(failure.text)).await
 }
 
 /// Starts the watch task of one kind.
@@ -198,10 +200,10 @@ where
                 Ok(event) => event_input(kind, event, &context),
                 Err(err) => match failure(kind, &err, &context.url, &context.namespace) {
                     None => continue,
-                    Some((text, restart)) => {
+                    Some((failure, restart)) => {
                         if context
                             .inputs
-                            .send(Input::Failed(kind, text))
+                            .send(Input::Failed(kind, failure))
                             .await
                             .is_err()
                         {
@@ -302,7 +304,7 @@ pub(super) fn failure(
     err: &watcher::Error,
     url: &str,
     namespace: &str,
-) -> Option<(String, bool)> {
+) -> Option<(Failure, bool)> {
     let (operation, restart, cause) = match err {
         watcher::Error::InitialListFailed(e) => ("list", false, Cause::Client(e)),
         watcher::Error::WatchStartFailed(e) => ("watch", true, Cause::Client(e)),
@@ -323,7 +325,14 @@ pub(super) fn failure(
         return None;
     }
     let text = describe(kind, operation, code, err, url, namespace);
-    Some((text, restart))
+    let class = match code {
+        Some(401) => "401",
+        Some(403) => "403",
+        Some(404) => "404",
+        Some(_) => "status",
+        None => "unreachable",
+    };
+    Some((Failure { class, text }, restart))
 }
 
 /// Where a watcher error came from.
