@@ -53,6 +53,11 @@ fn add<S>(docs: &mut Vec<Value>, kind: &str, list: &[Resource<S>], spec: fn(&S) 
         if !labels.is_empty() {
             metadata["labels"] = Value::Object(labels);
         }
+        // tern's settings go to annotations for about half the resources (by the
+        // name's length, so the input format stays as it is): both spellings are fuzzed.
+        if metadata["name"].as_str().is_some_and(|n| n.len() % 2 == 1) {
+            to_annotations(kind, &mut spec, &mut metadata);
+        }
         let mut doc = json!({"apiVersion": "projectcalico.org/v3", "kind": kind,
                              "metadata": metadata, "spec": spec});
         match &r.mangle {
@@ -97,6 +102,59 @@ fn password(p: &Password) -> Value {
         Password::File(p) => json!({"file": p.value(PATHS)}),
         Password::Env(n) => json!({"env": n.value()}),
         Password::Wrong(w) => w.value(),
+    }
+}
+
+/// Moves tern's own fields of a BGPPeer or BGPConfiguration spec to their `tern/`
+/// annotations (see `cluster::extensions`), as text as annotations are.
+fn to_annotations(kind: &str, spec: &mut Value, metadata: &mut Value) {
+    use crate::cluster::extensions as ext;
+    let (plain, password, keys): (&[(&str, &str)], &str, (&str, &str)) = match kind {
+        "BGPPeer" => (
+            &[("holdTime", ext::HOLD_TIME), ("families", ext::FAMILIES)],
+            "password",
+            (ext::PASSWORD_FILE, ext::PASSWORD_ENV),
+        ),
+        "BGPConfiguration" => (
+            &[
+                ("nodeMeshHoldTime", ext::NODE_MESH_HOLD_TIME),
+                ("nodeMeshKeepaliveTime", ext::NODE_MESH_KEEPALIVE_TIME),
+            ],
+            "nodeMeshPassword",
+            (ext::NODE_MESH_PASSWORD_FILE, ext::NODE_MESH_PASSWORD_ENV),
+        ),
+        _ => return,
+    };
+    let as_text = |v: Value| match v {
+        Value::String(s) => s,
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    };
+    let Value::Object(spec) = spec else { return };
+    let mut annotations = Map::new();
+    for (field, key) in plain {
+        if let Some(v) = spec.remove(*field) {
+            annotations.insert((*key).to_string(), Value::String(as_text(v)));
+        }
+    }
+    let mut emptied = false;
+    if let Some(Value::Object(pw)) = spec.get_mut(password) {
+        for (field, key) in [("file", keys.0), ("env", keys.1)] {
+            if let Some(v) = pw.remove(field) {
+                annotations.insert(key.to_string(), Value::String(as_text(v)));
+            }
+        }
+        emptied = pw.is_empty();
+    }
+    if emptied {
+        spec.remove(password);
+    }
+    if !annotations.is_empty() {
+        metadata["annotations"] = Value::Object(annotations);
     }
 }
 

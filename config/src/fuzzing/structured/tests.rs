@@ -95,3 +95,18 @@ fn strings_yaml_would_read_as_another_type_are_quoted() {
         assert_eq!(out, format!("{s}\n"));
     }
 }
+
+#[test]
+fn terns_fields_are_rendered_as_annotations_for_odd_length_names() {
+    // "tor" has three letters: its hold time goes to the `tern/hold-time` annotation.
+    let mut input = with_peer_keepalive("10s");
+    if let Some(p) = input.snapshot.peers.last_mut() {
+        p.spec.hold_time = Some(Pick::Known(5)); // 90s
+    }
+    let r = render(&input);
+    assert!(r.yaml.contains("tern/hold-time"), "{}", r.yaml);
+    assert!(!r.yaml.contains("holdTime"), "{}", r.yaml);
+    let out = check_structured(&input);
+    assert_eq!(out.yaml, Verdict::Accepted);
+    assert_eq!(out.etcd, Verdict::Accepted);
+}
