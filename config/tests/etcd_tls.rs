@@ -390,3 +390,29 @@ async fn user_and_password_work_and_a_wrong_password_is_named() {
     let keys = snapshot(options).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(keys, vec![BGP_KEY.to_string()]);
 }
+
+#[tokio::test]
+async fn a_file_that_is_not_a_certificate_is_named() {
+    // No etcd needed: the TLS files are turned into the client's settings first.
+    let pki = Pki::new();
+    std::fs::write(
+        pki.path("broken.pem"),
+        "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
+    )
+    .expect("write");
+    let options =
+        EtcdOptions::new(vec!["https://127.0.0.1:9".into()]).with_tls(pki.tls("broken.pem", false));
+    let e = expect_error(snapshot(options).await, "broken CA file");
+    assert!(e.contains("https://127.0.0.1:9"), "{e}");
+    assert!(
+        e.contains("cannot use the TLS files: datastore.tls.ca or datastore.tls.cert holds no valid PEM certificate"),
+        "{e}"
+    );
+    let missing = EtcdOptions::new(vec!["https://127.0.0.1:9".into()])
+        .with_tls(pki.tls("missing.pem", false));
+    let e = expect_error(snapshot(missing).await, "missing CA file");
+    assert!(
+        e.contains("cannot read the CA certificate") && e.contains("missing.pem"),
+        "{e}"
+    );
+}

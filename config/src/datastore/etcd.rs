@@ -49,7 +49,7 @@ mod connect;
 #[cfg(test)]
 mod tests;
 
-pub use connect::{describe, EtcdOptions};
+pub use connect::{describe, describe_at, EtcdOptions};
 
 /// Prefix of Calico's v3 resources in etcd.
 pub const RESOURCES_PREFIX: &str = "/calico/resources/v3/projectcalico.org/";
@@ -133,7 +133,10 @@ pub enum EtcdError {
         detail: String,
     },
     /// The client could not be built (bad URL, TLS setup).
-    #[error("etcd at {endpoints}: cannot connect: {}", describe(cause))]
+    #[error(
+        "etcd at {endpoints}: cannot connect: {}",
+        describe_at(endpoints, cause)
+    )]
     Connect {
         /// The endpoints, comma separated.
         endpoints: String,
@@ -141,7 +144,10 @@ pub enum EtcdError {
         cause: etcd_client::Error,
     },
     /// A request failed (connection refused, etcd error, compacted revision).
-    #[error("etcd at {endpoints}: {operation} failed: {}", describe(cause))]
+    #[error(
+        "etcd at {endpoints}: {operation} failed: {}",
+        describe_at(endpoints, cause)
+    )]
     Request {
         /// The endpoints, comma separated.
         endpoints: String,

@@ -83,7 +83,9 @@ impl Credentials {
         let user = Some((self.user.clone(), self.password.expose().to_string()));
         match with_timeout(label, "authenticate", client.update_user(user)).await {
             Err(EtcdError::Request { cause, .. })
-                if detail_text(&cause).contains("authentication is not enabled") =>
+                if detail_text(&cause)
+                    .to_lowercase()
+                    .contains("authentication is not enabled") =>
             {
                 Ok(())
             }
@@ -158,8 +160,8 @@ fn tls_options(tls: &EtcdTls) -> Result<TlsOptions, String> {
     Ok(options)
 }
 
-/// Everything the client said: its text and the causes behind it, lower-cased, for
-/// matching.
+/// Everything the client said: its text and the causes behind it (tonic's own text is
+/// only "transport error"; the cause is in its sources).
 fn detail_text(cause: &etcd_client::Error) -> String {
     let mut text = cause.to_string();
     let mut source: Option<&(dyn std::error::Error + 'static)> = match cause {
@@ -172,15 +174,43 @@ fn detail_text(cause: &etcd_client::Error) -> String {
         text.push_str(&s.to_string());
         source = s.source();
     }
-    text.to_lowercase()
+    text
+}
+
+/// [`describe`] for a request to `endpoints` (comma separated). Over TLS 1.3 the client
+/// finishes its side of the handshake before etcd checks the client certificate, so a
+/// refused (or missing) certificate often shows only as the connection closing on the
+/// first request; over `https://` that is said as the likely cause.
+pub fn describe_at(endpoints: &str, cause: &etcd_client::Error) -> String {
+    let text = describe(cause);
+    let closed = {
+        let t = text.to_lowercase();
+        [
+            "connection closed",
+            "operation was canceled",
+            "broken pipe",
+            "connection reset",
+        ]
+        .iter()
+        .any(|n| t.contains(n))
+    };
+    if endpoints.starts_with("https://") && closed {
+        return "TLS handshake failed: etcd closed the connection at once; it probably refused the client certificate, or its absence: with --client-cert-auth etcd requires one signed by a CA it trusts (datastore.tls.cert and datastore.tls.key)".into();
+    }
+    text
 }
 
 /// What went wrong, in plain words when it is one of the usual mistakes (wrong CA, no
 /// client certificate, wrong password), else the client's own text.
 pub fn describe(cause: &etcd_client::Error) -> String {
-    let text = detail_text(cause);
+    let detail = detail_text(cause);
+    let text = detail.to_lowercase();
     let has = |needle: &str| text.contains(needle);
-    let plain = if has("unknownissuer") || has("unknown issuer") {
+    let plain = if has("parsing tls certificate") {
+        "cannot use the TLS files: datastore.tls.ca or datastore.tls.cert holds no valid PEM certificate"
+    } else if has("private key") && !has("handshake") {
+        "cannot use the TLS files: datastore.tls.key holds no valid PEM private key"
+    } else if has("unknownissuer") || has("unknown issuer") {
         "TLS handshake failed: certificate signed by an unknown authority (is datastore.tls.ca the CA that signed etcd's certificate?)"
     } else if has("notvalidforname") || has("not valid for name") {
         "TLS handshake failed: etcd's certificate is not valid for the endpoint's host name or address"
@@ -206,7 +236,7 @@ pub fn describe(cause: &etcd_client::Error) -> String {
     } else if has("connection refused") {
         "connection refused"
     } else {
-        return cause.to_string();
+        return detail;
     };
     plain.to_string()
 }
