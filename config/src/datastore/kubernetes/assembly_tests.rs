@@ -407,7 +407,6 @@ fn rbac_yaml_grants_exactly_the_api_calls() {
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(namespace, DEFAULT_NAMESPACE);
     for role in by_kind("Role") {
         assert_eq!(role["metadata"]["namespace"], namespace.as_str());
         granted.extend(grants(role, true));
