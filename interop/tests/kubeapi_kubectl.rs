@@ -5,19 +5,16 @@
 
 #![cfg(target_os = "linux")]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod kubeapi_support;
+
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use kubeapi_support::{get_json, request, rv_of, send, watch_events, TOKEN};
 use serde_json::{json, Value};
 use tern_interop::kubeapi::{fixtures_dir, ApiServer, ApiServerOptions};
-
-const TOKEN: &str = "lab-token-1";
 
 fn server() -> ApiServer {
     server_with(|_| {})
@@ -297,89 +294,7 @@ fn kubectl_chunked_list_returns_every_item() {
     assert!(lists >= 8, "{lists} list requests: kubectl did not page");
 }
 
-// ---- protocol, with a small rustls client ----
-
-/// One request over HTTPS with HTTP/1.0, so the answer (a watch stream too) ends when the
-/// server closes it; returns the status and a reader of the body.
-fn request(
-    s: &ApiServer,
-    method: &str,
-    path: &str,
-    token: &str,
-    accept: Option<&str>,
-) -> (
-    u16,
-    BufReader<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>,
-) {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(s.ca_pem().as_bytes()).unwrap())
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = ServerName::from(s.addr().ip());
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let tcp = TcpStream::connect(s.addr()).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let accept = accept.unwrap_or("application/json");
-    write!(
-        tls,
-        "{method} {path} HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nAccept: {accept}\r\n\r\n",
-        s.addr()
-    )
-    .unwrap();
-    let mut r = BufReader::new(tls);
-    let mut status_line = String::new();
-    r.read_line(&mut status_line).unwrap();
-    let code = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP status line: {status_line:?}"));
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).unwrap();
-        if h.trim().is_empty() {
-            break;
-        }
-    }
-    (code, r)
-}
-
-fn get_json(s: &ApiServer, path: &str, accept: Option<&str>) -> (u16, Value) {
-    let (code, mut r) = request(s, "GET", path, TOKEN, accept);
-    let mut body = String::new();
-    r.read_to_string(&mut body).unwrap();
-    (code, serde_json::from_str(&body).unwrap())
-}
-
-/// The events of a watch until it ends or `until` says stop.
-fn watch_events(s: &ApiServer, path: &str, until: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let (code, r) = request(s, "GET", path, TOKEN, None);
-    assert_eq!(code, 200, "{path}");
-    let mut events = Vec::new();
-    for l in r.lines() {
-        let Ok(l) = l else { break };
-        events.push(serde_json::from_str(&l).unwrap());
-        if until(&events) {
-            break;
-        }
-    }
-    events
-}
-
-fn rv_of(v: &Value) -> u64 {
-    v["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
+// ---- protocol, with a small rustls client (kubeapi_support) ----
 
 #[test]
 fn watch_resumes_from_history_then_gets_410_after_compaction() {
@@ -592,6 +507,32 @@ fn metadata_only_answers_and_status_objects() {
     assert_eq!((code, &body["kind"]), (404, &json!("Status")));
     let (code, body) = get_json(&s, "/api/v1/nodes/nope", None);
     assert_eq!((code, &body["reason"]), (404, &json!("NotFound")));
+}
+
+#[test]
+fn malformed_and_mismatched_writes_get_400() {
+    let s = server();
+    let good = node("n", "198.51.100.30").to_string();
+    for body in [
+        "[1, 2]".to_string(),
+        r#"{"apiVersion": "v1", "kind": "Node", "metadata": "x"}"#.to_string(),
+        "not json".to_string(),
+        good.replace(r#""Node""#, r#""Secret""#),
+    ] {
+        let (code, _) = send(&s, "POST", "/api/v1/nodes", &body);
+        assert_eq!(code, 400, "{body}");
+    }
+    let (code, _) = send(&s, "PUT", "/api/v1/nodes/other", &good);
+    assert_eq!(code, 400);
+    let (code, created) = send(&s, "POST", "/api/v1/nodes", &good);
+    assert_eq!((code, &created["kind"]), (201, &json!("Node")));
+    // A replace carrying a stale resourceVersion is a conflict, as on the real server.
+    let mut stale = created.clone();
+    stale["metadata"]["resourceVersion"] = json!("2");
+    let (code, body) = send(&s, "PUT", "/api/v1/nodes/n", &stale.to_string());
+    assert_eq!((code, &body["reason"]), (409, &json!("Conflict")));
+    let (code, _) = send(&s, "PUT", "/api/v1/nodes/n", &created.to_string());
+    assert_eq!(code, 200);
 }
 
 #[test]

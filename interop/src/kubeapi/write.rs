@@ -26,10 +26,17 @@ pub async fn read_object(req: Request<Incoming>) -> Result<Value, Response<Body>
             )
         })?
         .to_bytes();
-    serde_json::from_slice(&bytes).map_err(|e| {
-        let msg = format!("the body is not a JSON object (YAML is not accepted): {e}");
-        status(StatusCode::BAD_REQUEST, "BadRequest", &msg, None)
-    })
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        let msg = format!("the body is not JSON (YAML is not accepted): {e}");
+        bad_request(&msg)
+    })?;
+    // Checked here so that the field assignments below cannot meet a non-object.
+    if !v.is_object() || !v["metadata"].is_object() {
+        return Err(bad_request(
+            "the body is not an object with a metadata object",
+        ));
+    }
+    Ok(v)
 }
 
 fn bad_request(msg: &str) -> Response<Body> {
