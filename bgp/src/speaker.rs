@@ -39,6 +39,11 @@ pub struct PeerConfig {
     pub local_address: Option<IpAddr>,
     /// Our IPv6 address for IPv6 routes sent over this session.
     pub local_v6: Option<std::net::Ipv6Addr>,
+    /// Our IPv4 address for IPv4 routes sent over this session when `local_address` is
+    /// not IPv4 (IPv4 over an IPv6 session). None: such routes are not sent with us as
+    /// next hop. Not the router id: with `CALICO_ROUTER_ID` (an address or `hash`) that
+    /// need not be an address of this node.
+    pub local_v4: Option<Ipv4Addr>,
     /// Hold time in seconds.
     pub hold_time: u16,
     /// Keepalive in seconds (None: a third of the hold time).
@@ -86,6 +91,7 @@ impl PeerConfig {
             local_as: None,
             local_address: None,
             local_v6: None,
+            local_v4: None,
             hold_time: 90,
             keepalive: None,
             connect_retry: Duration::from_secs(5),
@@ -683,7 +689,7 @@ impl Task {
             next_hop_self: p.next_hop_self,
             local_v4: match p.local_address {
                 Some(IpAddr::V4(a)) => Some(a),
-                _ => Some(self.cfg.router_id),
+                _ => p.local_v4,
             },
             local_v6: p.local_v6.or(match p.local_address {
                 Some(IpAddr::V6(a)) => Some(a),

@@ -77,12 +77,14 @@ pub fn peer_config(
         Some((IpAddr::V6(a), _)) => Some(a),
         _ => None,
     };
+    let local_v4 = i.ipv4.map(|(a, _)| a);
     Ok(PeerConfig {
         address: SocketAddr::new(p.address, p.port),
         peer_as: p.remote_as,
         local_as: (p.local_as != i.asn).then_some(p.local_as),
         local_address: p.source,
         local_v6,
+        local_v4,
         hold_time: secs(p.hold).unwrap_or(DEFAULT_HOLD),
         keepalive: secs(p.keepalive),
         // Short, so a node whose peers started a moment after it (their listener not
@@ -321,5 +323,38 @@ spec: {peerIP: 198.51.100.1, asNumber: 64513, password: {secretKeyRef: {name: bg
             e.contains("peer 198.51.100.1 (BGPPeer tor): secret calico-system/bgp key tor"),
             "{e}"
         );
+    }
+
+    /// IPv4 routes over an IPv6 session carry the node's IPv4 address as next hop,
+    /// never the router id (with CALICO_ROUTER_ID=hash, not an address of ours); an
+    /// IPv6-only node has none to offer.
+    #[test]
+    fn the_ipv4_next_hop_is_the_node_address_not_the_router_id() {
+        let cluster = |node: &str| {
+            let text = format!(
+                "apiVersion: projectcalico.org/v3\nkind: Node\nmetadata: {{name: node-a}}\nspec: {{bgp: {node}}}\n---\napiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: tor, annotations: {{tern/families: \"IPv4,IPv6\"}}}}\nspec: {{peerIP: \"2001:db8:100::1\", asNumber: 64513}}\n"
+            );
+            Cluster::from_documents(&[Document {
+                origin: "cluster.yaml".into(),
+                text,
+            }])
+            .unwrap()
+            .0
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let hash = Some(tern_config::intent::RouterIdSetting::Hash);
+        for (node, want) in [
+            (
+                "{ipv4Address: 198.51.100.10/24, ipv6Address: \"2001:db8:100::10/64\"}",
+                Some("198.51.100.10".parse().unwrap()),
+            ),
+            ("{ipv6Address: \"2001:db8:100::10/64\"}", None),
+        ] {
+            let (i, _) = tern_config::intent::intent_with(&cluster(node), "node-a", hash).unwrap();
+            assert_ne!(Some(i.router_id), want);
+            let p = i.peers.values().next().unwrap();
+            let c = peer_config(&i, p, dir.path(), &Limits::default()).unwrap();
+            assert_eq!(c.local_v4, want, "{node}");
+        }
     }
 }

@@ -55,6 +55,8 @@ pub fn peer_config(n: u8, open_hold: Duration) -> PeerConfig {
         connect_retry: Duration::from_secs(1),
         passive: true,
         open_hold_time: Some(open_hold),
+        // The next hop of what tern originates toward these peers.
+        local_v4: Some(TERN_ID),
         ..PeerConfig::new(SocketAddr::new(IpAddr::V4(lo(n)), 179), AS)
     }
 }
