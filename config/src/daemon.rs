@@ -335,4 +335,6 @@ fn raw_config(text: &str, file: &str) -> Result<RawConfig, ConfigError> {
 }
 
 #[cfg(test)]
+mod env_tests;
+#[cfg(test)]
 mod tests;
