@@ -314,7 +314,7 @@ fn outage_texts_say_what_to_do() {
         "{text}"
     );
     assert!(
-        text.contains("the Role tern in namespace calico-system"),
+        text.ends_with("the Role tern in deploy/kubernetes/rbac.yaml grants it, applied in namespace calico-system"),
         "{text}"
     );
 

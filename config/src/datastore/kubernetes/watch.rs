@@ -59,46 +59,7 @@ pub(super) async fn run(
         inputs,
     };
     // Dropped (and so aborted) when this function returns.
-    let mut tasks = JoinSet::new();
-    for kind in Kind::ALL {
-        let (group, version, plural) = kind.resource();
-        match kind {
-            Kind::Node => spawn(
-                &mut tasks,
-                *kind,
-                Api::<PartialObjectMeta<Node>>::all(client.clone()),
-                &context,
-            ),
-            Kind::Secret => spawn(
-                &mut tasks,
-                *kind,
-                Api::<Secret>::namespaced(client.clone(), &settings.namespace),
-                &context,
-            ),
-            Kind::Service => spawn(
-                &mut tasks,
-                *kind,
-                Api::<Service>::all(client.clone()),
-                &context,
-            ),
-            Kind::EndpointSlice => spawn(
-                &mut tasks,
-                *kind,
-                Api::<EndpointSlice>::all(client.clone()),
-                &context,
-            ),
-            _ => {
-                let gvk = GroupVersionKind::gvk(group, version, kind.kind_name());
-                let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
-                spawn(
-                    &mut tasks,
-                    *kind,
-                    Api::<DynamicObject>::all_with(client.clone(), &resource),
-                    &context,
-                );
-            }
-        }
-    }
+    let _tasks = spawn_all(&client, &settings.namespace, &context);
     drop(context);
 
     let mut assembly = Assembly::new();
@@ -155,6 +116,51 @@ pub(super) async fn run(
             }
         }
     }
+}
+
+/// Starts one watch task per kind.
+fn spawn_all(client: &Client, namespace: &str, context: &Context) -> JoinSet<()> {
+    let mut tasks = JoinSet::new();
+    for kind in Kind::ALL {
+        let (group, version, plural) = kind.resource();
+        match kind {
+            Kind::Node => spawn(
+                &mut tasks,
+                *kind,
+                Api::<PartialObjectMeta<Node>>::all(client.clone()),
+                context,
+            ),
+            Kind::Secret => spawn(
+                &mut tasks,
+                *kind,
+                Api::<Secret>::namespaced(client.clone(), namespace),
+                context,
+            ),
+            Kind::Service => spawn(
+                &mut tasks,
+                *kind,
+                Api::<Service>::all(client.clone()),
+                context,
+            ),
+            Kind::EndpointSlice => spawn(
+                &mut tasks,
+                *kind,
+                Api::<EndpointSlice>::all(client.clone()),
+                context,
+            ),
+            _ => {
+                let gvk = GroupVersionKind::gvk(group, version, kind.kind_name());
+                let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+                spawn(
+                    &mut tasks,
+                    *kind,
+                    Api::<DynamicObject>::all_with(client.clone(), &resource),
+                    context,
+                );
+            }
+        }
+    }
+    tasks
 }
 
 /// Reports an outage, unless one of the same class has been reported already in this
@@ -363,7 +369,7 @@ fn describe(
         ),
         Some(403) => {
             let role = if kind.in_one_namespace() {
-                format!("the Role tern in namespace {namespace} in deploy/kubernetes/rbac.yaml grants it")
+                format!("the Role tern in deploy/kubernetes/rbac.yaml grants it, applied in namespace {namespace}")
             } else {
                 "the ClusterRole tern in deploy/kubernetes/rbac.yaml grants it".to_string()
             };
