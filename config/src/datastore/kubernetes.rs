@@ -12,7 +12,9 @@
 //!   etcd store's own function. Blocks and affinities marked `deleted` are passed on with
 //!   the flag, which the intent ignores, as confd does.
 //! - core/v1 Nodes, metadata only (labels and annotations; full Node objects are large
-//!   and change with every status update): a Calico `Node` with the node's labels and
+//!   and change with every status update; watched as `Api<PartialObjectMeta<Node>>`,
+//!   which makes metadata-only requests and replaces kube's deprecated
+//!   `metadata_watcher`): a Calico `Node` with the node's labels and
 //!   `spec.bgp` from Calico's `projectcalico.org/{IPv4Address, IPv6Address, ASNumber,
 //!   RouteReflectorClusterID}` annotations (libcalico-go `K8sNodeToCalico`).
 //! - core/v1 Secrets in [`KubeSettings::namespace`]: only those a BGPPeer's
@@ -28,7 +30,7 @@
 //! Every document's origin is `kubernetes <Kind> [<namespace>/]<name>`.
 //!
 //! What comes from `kube` (checked in kube-runtime 5's `watcher`): per kind, a paged list
-//! (500 per page) then a watch from the list's `resourceVersion` with bookmarks
+//! (500 per page; a quorum read, `ListSemantic::MostRecent`) then a watch from the list's `resourceVersion` with bookmarks
 //! (`watcher::Config::default()` sets `bookmarks: true`); on `410 Gone` the watcher
 //! starts over with a fresh list (`Event::Init` … `Event::InitDone`); a watch that ends
 //! (the server's 290 s timeout, or a silent connection noticed 5 s after it) is resumed
@@ -38,15 +40,15 @@
 //! What is ours: after a failed watch (a lost connection, a refused watch) the kind's
 //! watcher is started anew, after a back-off of its own, so that it re-lists; that way
 //! the end of an outage is always seen (a list completes) instead of a resumed watch
-//! that says nothing until the next change. The snapshot assembly ([`assembly`]) keeps
+//! that says nothing until the next change. The snapshot assembly (module `assembly`) keeps
 //! one map per kind, hands on nothing until every kind has completed its first list,
 //! keeps a re-listed kind's old contents until its list is complete, and holds
 //! snapshots back while any kind fails; bursts of changes are coalesced (a snapshot
 //! goes out [`SETTLE`] after the last change, at most [`SETTLE_MAX`] after the first).
 //! A failure is reported as [`StoreEvent::Unavailable`] once per outage (again only if
 //! the kind of cause changes: unreachable, 401, 403, …), in words the operator can act
-//! on; after it, the next complete
-//! state is sent as a snapshot even if it did not change.
+//! on; after it, the next complete state is sent as a snapshot even if it did not
+//! change.
 //!
 //! Sizes: an object whose JSON is over [`KubeSettings::max_document_bytes`] is refused
 //! (the store is unavailable, naming it and the limit, until it shrinks or goes), and
