@@ -8,10 +8,15 @@
 //!     cargo test -p tern-config --test kubernetes_store -- --ignored
 //! ```
 //!
-//! Ignored by default: it needs that server, which `tern-config` does not depend on.
+//! The second test writes objects, which tern's role does not allow: give it a
+//! stand-in started without `--rbac`, as `TERN_TEST_WRITABLE_KUBECONFIG`.
+//!
+//! Ignored by default: they need that server, which `tern-config` does not depend on.
 
 use std::time::Duration;
 
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::json;
 use tern_config::cluster::Cluster;
 use tern_config::datastore::kubernetes::{KubeSettings, KubeStore};
 use tern_config::datastore::StoreEvent;
@@ -52,6 +57,68 @@ async fn snapshot_from_a_real_protocol_server_is_accepted_by_the_model() {
     let (cluster, _warnings) =
         Cluster::from_documents(&documents).unwrap_or_else(|e| panic!("{e}"));
     assert!(!cluster.nodes.is_empty(), "Nodes from the Kubernetes Nodes");
+    drop(rx);
+    tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// Waits for the next snapshot, skipping nothing else: an outage fails the test.
+async fn next_snapshot(rx: &mut mpsc::Receiver<StoreEvent>) -> Vec<String> {
+    let event = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .expect("an event within 30 s")
+        .expect("the store keeps running");
+    match event {
+        StoreEvent::Snapshot { documents, .. } => documents.into_iter().map(|d| d.origin).collect(),
+        other => panic!("expected a snapshot, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a writable Kubernetes API server: TERN_TEST_WRITABLE_KUBECONFIG"]
+async fn created_and_deleted_objects_reach_the_snapshots() {
+    let path = std::env::var_os("TERN_TEST_WRITABLE_KUBECONFIG")
+        .expect("set TERN_TEST_WRITABLE_KUBECONFIG");
+    let settings = KubeSettings {
+        kubeconfig: Some(path.clone().into()),
+        namespace: "calico-system".into(),
+        ..KubeSettings::default()
+    };
+    let store = KubeStore::connect(&settings).await.unwrap();
+    let (tx, mut rx) = mpsc::channel(16);
+    let run = tokio::spawn(store.run(tx));
+    let first = next_snapshot(&mut rx).await;
+    let name = "kubernetes IPPool tern-test-pool";
+    assert!(!first.iter().any(|o| o == name));
+
+    let kubeconfig = kube::config::Kubeconfig::read_from(std::path::Path::new(&path)).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let gvk = GroupVersionKind::gvk("crd.projectcalico.org", "v1", "IPPool");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "ippools");
+    let pools = kube::Api::<DynamicObject>::all_with(client, &resource);
+    let pool: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crd.projectcalico.org/v1",
+        "kind": "IPPool",
+        "metadata": {"name": "tern-test-pool"},
+        "spec": {"cidr": "198.19.128.0/20", "blockSize": 26},
+    }))
+    .unwrap();
+    pools.create(&PostParams::default(), &pool).await.unwrap();
+    let added = next_snapshot(&mut rx).await;
+    assert!(added.iter().any(|o| o == name), "{added:?}");
+    assert_eq!(added.len(), first.len() + 1);
+
+    pools
+        .delete("tern-test-pool", &DeleteParams::default())
+        .await
+        .unwrap();
+    let removed = next_snapshot(&mut rx).await;
+    assert_eq!(removed, first);
     drop(rx);
     tokio::time::timeout(Duration::from_secs(10), run)
         .await
