@@ -9,7 +9,9 @@ use std::time::Duration;
 use tern_config::daemon::EtcdPassword;
 use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
 use tern_config::datastore::{file::FileStore, Document};
-use tern_config::intent::{intent, Intent, RouterIdSetting};
+use tern_config::datastore::kubernetes::{KubeSettings, KubeStore};
+use tern_config::datastore::StoreEvent;
+use tern_config::intent::{intent_with, Intent, RouterIdSetting};
 use tern_config::{Cluster, DaemonConfig, Datastore};
 
 /// What the check found.
@@ -75,13 +77,22 @@ pub fn check(config: &Path) -> Report {
                 }
             }
         }
-        Datastore::Kubernetes { .. } => {
-            r.source = "kubernetes".into();
-            r.errors.push(
-                "the Kubernetes datastore is not wired into check-config yet: its settings are shown above"
-                    .into(),
-            );
-            return r;
+        Datastore::Kubernetes {
+            kubeconfig,
+            namespace,
+        } => {
+            let settings = crate::daemon::kube_settings(&cfg, kubeconfig, namespace);
+            match kube_snapshot(&settings) {
+                Ok((url, d)) => {
+                    r.source = format!("kubernetes {url}");
+                    d
+                }
+                Err(e) => {
+                    r.source = "kubernetes".into();
+                    r.errors.push(e);
+                    return r;
+                }
+            }
         }
     };
     let (cluster, warnings) = match Cluster::from_documents(&documents) {
@@ -92,7 +103,7 @@ pub fn check(config: &Path) -> Report {
         }
     };
     r.warnings.extend(warnings.iter().map(|w| w.to_string()));
-    match intent(&cluster, &cfg.node) {
+    match intent_with(&cluster, &cfg.node, cfg.router_id) {
         Ok((i, notes)) => {
             r.warnings.extend(notes);
             r.intent = Some(i);
@@ -188,6 +199,34 @@ fn etcd_snapshot(options: &EtcdOptions, max_value_bytes: u64) -> Result<Vec<Docu
             Err(_) => Err(format!(
                 "etcd at {} did not answer within {}s",
                 endpoints.join(","),
+                ETCD_TIMEOUT.as_secs()
+            )),
+        }
+    })
+}
+
+/// One snapshot from the Kubernetes API: the first complete read, or the store's first
+/// report of why it cannot read. Returns the API server URL too.
+fn kube_snapshot(settings: &KubeSettings) -> Result<(String, Vec<Document>), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async {
+        let store = KubeStore::connect(settings)
+            .await
+            .map_err(|e| e.to_string())?;
+        let url = store.url().to_string();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let task = tokio::spawn(store.run(tx));
+        let first = tokio::time::timeout(ETCD_TIMEOUT, rx.recv()).await;
+        task.abort();
+        match first {
+            Ok(Some(StoreEvent::Snapshot { documents, .. })) => Ok((url, documents)),
+            Ok(Some(StoreEvent::Unavailable(why))) => Err(why),
+            Ok(None) => Err(format!("Kubernetes API {url}: the store stopped")),
+            Err(_) => Err(format!(
+                "Kubernetes API {url} did not answer within {}s",
                 ETCD_TIMEOUT.as_secs()
             )),
         }

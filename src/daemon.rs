@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use tern_bgp::speaker::{self, SpeakerCommand, SpeakerEvent};
 use tern_config::cluster::DEFAULT_SECRETS_DIR;
+use tern_config::datastore::kubernetes::{self, KubeSettings, KubeStore};
 use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
 use tern_config::datastore::{file::FileStore, StoreEvent};
 use tern_config::diff::IntentDiff;
@@ -170,11 +171,36 @@ async fn start_store(
             tokio::spawn(store.run(tx));
             format!("etcdv3 {}", endpoints.join(","))
         }
-        Datastore::Kubernetes { .. } => {
-            return Err("the Kubernetes datastore is not wired yet".into());
+        Datastore::Kubernetes {
+            kubeconfig,
+            namespace,
+        } => {
+            let store = KubeStore::connect(&kube_settings(cfg, kubeconfig, namespace))
+                .await
+                .map_err(|e| e.to_string())?;
+            // The API server pushes changes; a reload has nothing to re-read.
+            drop(reload);
+            let name = format!("kubernetes {}", store.url());
+            tokio::spawn(store.run(tx));
+            name
         }
     };
     Ok((rx, name))
+}
+
+/// The Kubernetes store's settings from `tern.yaml` (and the environment).
+pub fn kube_settings(
+    cfg: &DaemonConfig,
+    kubeconfig: &Option<PathBuf>,
+    namespace: &Option<String>,
+) -> KubeSettings {
+    KubeSettings {
+        kubeconfig: kubeconfig.clone(),
+        namespace: namespace
+            .clone()
+            .unwrap_or_else(|| kubernetes::DEFAULT_NAMESPACE.to_string()),
+        max_document_bytes: cfg.limits.datastore_document_bytes,
+    }
 }
 
 /// Starts the FIB task on this platform's backend. [`fib_task::KernelNews`] tells it
@@ -273,7 +299,9 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     // with a broken configuration or an unreachable datastore stays up, says why, and
     // starts BGP as soon as the datastore holds a valid configuration.
     let mut tracker =
-        Tracker::new(cfg.node.clone()).with_max_document_bytes(cfg.limits.datastore_document_bytes);
+        Tracker::new(cfg.node.clone())
+        .with_router_id(cfg.router_id)
+        .with_max_document_bytes(cfg.limits.datastore_document_bytes);
     let mut speaker: Option<mpsc::Sender<SpeakerCommand>> = None;
     let mut events: Option<mpsc::Receiver<SpeakerEvent>> = None;
 

@@ -28,6 +28,12 @@ struct Where {
     prefix: String,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Store {
+    File,
+    Kubernetes,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Tor {
     Bird,
@@ -75,6 +81,10 @@ struct Up {
     /// Hold time of the mesh sessions, seconds (keepalive: a third).
     #[arg(long)]
     mesh_hold: Option<u32>,
+    /// Where the nodes read the cluster: `file` (cluster.yaml) or `kubernetes` (the
+    /// Kubernetes API server stand-in in the switch namespace, in KDD shapes).
+    #[arg(long, value_enum, default_value_t = Store::File)]
+    datastore: Store,
     /// The tern binary (default: next to tern-lab, then PATH).
     #[arg(long)]
     tern: Option<PathBuf>,
@@ -264,7 +274,7 @@ mod linux {
     use tern_interop::lab::{self, state, LabSpec, NodeKind, Topology};
     use tern_interop::peers::{self, Kind};
 
-    use super::{Bench, Chart, KubeApiserver, Soak, Tor, Up, Where};
+    use super::{Bench, Chart, KubeApiserver, Soak, Store, Tor, Up, Where};
 
     pub fn kube_apiserver(k: &KubeApiserver) -> ExitCode {
         use tern_interop::kubeapi::{fixtures_dir, ApiServer, ApiServerOptions};
@@ -551,6 +561,12 @@ mod linux {
         spec.far_nodes = a.far_nodes;
         spec.restart_time = a.restart_time;
         spec.mesh_hold = a.mesh_hold;
+        if a.datastore == Store::Kubernetes {
+            // A process of its own: the lab outlives this command.
+            spec.datastore = lab::LabDatastore::Kubernetes {
+                separate_process: true,
+            };
+        }
         let lab = match lab::Lab::up(spec) {
             Ok(l) => l,
             Err(e) => {

@@ -13,6 +13,7 @@
 //! `tern-lab down` (see [`state`]).
 
 pub mod kdd;
+pub mod kube;
 pub mod peerconf;
 pub mod plan;
 pub mod probe;
@@ -22,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use plan::{LabSpec, NodeKind, NodePlan, PodPlan, Topology};
+pub use plan::{LabDatastore, LabSpec, NodeKind, NodePlan, PodPlan, Topology};
 
 use crate::netns::Netns;
 use crate::peers::{Kind, Peer};
@@ -40,6 +41,8 @@ pub struct Lab {
     bird_nodes: BTreeMap<usize, Peer>,
     tor: Option<Peer>,
     reflector: Option<Peer>,
+    /// The Kubernetes API server stand-in (Kubernetes datastore).
+    kube: Option<kube::KubeApi>,
     namespaces: BTreeMap<String, Netns>,
     started: Instant,
 }
@@ -99,10 +102,16 @@ impl Lab {
             bird_nodes: BTreeMap::new(),
             tor: None,
             reflector: None,
+            kube: None,
             namespaces: BTreeMap::new(),
             started: Instant::now(),
         };
         lab.build_network()?;
+        if let plan::LabDatastore::Kubernetes { separate_process } = lab.spec.datastore {
+            let objects = kube::objects(&lab.spec)?;
+            let sw = lab.ns(&lab.spec.switch_ns())?;
+            lab.kube = Some(kube::start(&lab.spec, sw, objects, separate_process)?);
+        }
         lab.start_daemons()?;
         Ok(lab)
     }
@@ -324,7 +333,7 @@ impl Lab {
         }
         std::fs::create_dir_all(&n.dir).map_err(io(format!("mkdir {}", n.dir.display())))?;
         let yaml = n.dir.join("tern.yaml");
-        std::fs::write(&yaml, n.tern_yaml(&self.spec.cluster_file()))
+        std::fs::write(&yaml, n.tern_yaml(&self.spec))
             .map_err(io(format!("write {}", yaml.display())))?;
         let mut c = self.ns(&n.ns)?.command(&self.spec.tern.to_string_lossy());
         c.args(["run", "--config"]).arg(&yaml);
@@ -349,6 +358,14 @@ impl Lab {
             .get(index.wrapping_sub(1))
             .and_then(|t| t.as_ref())
             .and_then(Daemon::pid)
+    }
+
+    /// The in-process Kubernetes API server stand-in, when the lab has one.
+    pub fn kube(&mut self) -> Option<&mut crate::kubeapi::ApiServer> {
+        match &mut self.kube {
+            Some(kube::KubeApi::InProcess(s)) => Some(s),
+            _ => None,
+        }
     }
 
     /// The spec it was built from.
@@ -471,6 +488,11 @@ impl Lab {
     /// Leaves the lab running after this value is gone and records it for
     /// `tern-lab status | ping | down`. Returns the state file.
     pub fn detach(mut self) -> Result<PathBuf> {
+        if let Some(kube::KubeApi::InProcess(_)) = self.kube {
+            return Err(Error::Lab(
+                "a lab whose API server runs in this process cannot outlive it (use LabDatastore::Kubernetes { separate_process: true })".into(),
+            ));
+        }
         let mut st = state::State::new(&self.spec, &self.nodes);
         for (i, t) in std::mem::take(&mut self.terns).into_iter().enumerate() {
             if let Some(pid) = t.and_then(Daemon::detach) {
@@ -498,6 +520,17 @@ impl Lab {
                     what: what.into(),
                 });
             }
+        }
+        match self.kube.take() {
+            Some(kube::KubeApi::Process(d)) => {
+                if let Some(pid) = d.detach() {
+                    st.pids.push(state::Pid {
+                        pid,
+                        what: "kube-apiserver".into(),
+                    });
+                }
+            }
+            Some(kube::KubeApi::InProcess(_)) | None => {}
         }
         for (_, ns) in std::mem::take(&mut self.namespaces) {
             st.namespaces.push(ns.detach());

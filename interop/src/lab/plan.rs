@@ -72,6 +72,28 @@ pub enum NodeKind {
     CalicoBird,
 }
 
+/// Where the lab's nodes read the cluster from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabDatastore {
+    /// `cluster.yaml`, a file every node reads.
+    File,
+    /// The Kubernetes API server stand-in ([`crate::kubeapi`]) in the switch namespace,
+    /// holding the cluster in KDD shapes ([`super::kdd`]). `separate_process`: run it as
+    /// `tern-lab kube-apiserver` (a lab that outlives `tern-lab up`), else in the
+    /// calling process, where a test can change objects and restart it.
+    Kubernetes {
+        /// Run the stand-in as its own process.
+        separate_process: bool,
+    },
+}
+
+/// The stand-in's address: the switch's, every node's default gateway.
+pub const KUBE_API_V4: &str = GATEWAY_V4;
+/// The stand-in's port (the API server's usual).
+pub const KUBE_API_PORT: u16 = 6443;
+/// The bearer token of the lab's kubeconfig.
+pub const KUBE_TOKEN: &str = "tern-lab-token";
+
 /// What to build.
 #[derive(Debug, Clone)]
 pub struct LabSpec {
@@ -114,6 +136,8 @@ pub struct LabSpec {
     /// Tag every originated prefix with community 64512:100 and large community
     /// 64512:7:8 (`prefixAdvertisements` on the pools).
     pub communities: bool,
+    /// Where the nodes read the cluster from.
+    pub datastore: LabDatastore,
 }
 
 /// The community the nodes put on their prefixes (with [`LabSpec::communities`]).
@@ -146,7 +170,13 @@ impl LabSpec {
             tor_peer_password: None,
             tor_ttl_security: false,
             communities: false,
+            datastore: LabDatastore::File,
         }
+    }
+
+    /// The kubeconfig every node's tern reads (Kubernetes datastore).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
     }
 
     /// Refuses specs the address plan cannot hold, naming the option.
@@ -321,11 +351,20 @@ impl NodePlan {
     }
 
     /// Its `tern.yaml`.
-    pub fn tern_yaml(&self, cluster: &Path) -> String {
+    pub fn tern_yaml(&self, spec: &LabSpec) -> String {
+        let datastore = match spec.datastore {
+            LabDatastore::File => {
+                format!("{{type: file, path: {}}}", spec.cluster_file().display())
+            }
+            LabDatastore::Kubernetes { .. } => format!(
+                "{{type: kubernetes, kubeconfig: {}, namespace: {}}}",
+                spec.kubeconfig().display(),
+                super::kdd::SECRET_NAMESPACE
+            ),
+        };
         format!(
-            "node: {}\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nmetrics: 127.0.0.1:9477\nlog: info\n",
+            "node: {}\ndatastore: {datastore}\ncontrol_socket: {}\nmetrics: 127.0.0.1:9477\nlog: info\n",
             self.name,
-            cluster.display(),
             self.socket().display()
         )
     }
