@@ -218,6 +218,10 @@ fn only_referenced_secrets_are_passed_on() {
 fn only_local_services_and_their_slices_are_passed_on() {
     let mut cluster_service = fixture("service");
     cluster_service["spec"]["externalTrafficPolicy"] = "Cluster".into();
+    // Without external or load-balancer addresses, a Cluster-policy service gives no
+    // route of its own.
+    cluster_service["spec"]["externalIPs"] = serde_json::json!([]);
+    cluster_service["status"] = serde_json::json!({});
     let cluster_service = convert(Kind::Service, &cluster_service).unwrap();
     let slice = item(Kind::EndpointSlice, "endpointslice");
     let mut assembly = Assembly::new();

@@ -52,9 +52,9 @@ pub enum Link {
     PeerSecrets(Vec<String>),
     /// A Secret: passed on only when a BGPPeer names it.
     Secret,
-    /// A Service: passed on only when a traffic policy is `Local`.
+    /// A Service: passed on only when it can give a route of its own.
     Service {
-        /// `externalTrafficPolicy` or `internalTrafficPolicy` is `Local`.
+        /// A traffic policy is `Local`, or it has external or load-balancer addresses.
         local: bool,
     },
     /// An EndpointSlice of the Service `namespace/name` (none without the label):
@@ -88,9 +88,15 @@ pub fn convert(kind: Kind, object: &Value) -> Result<Item, Unnamed> {
     };
     let origin = format!("kubernetes {} {key}", kind.kind_name());
     let (value, link) = match kind {
-        Kind::BgpConfiguration | Kind::BgpFilter | Kind::IpPool => {
-            (calico_resource(kind, name, object), Link::None)
-        }
+        Kind::BgpFilter | Kind::IpPool => (calico_resource(kind, name, object), Link::None),
+        // The mesh password's Secret (`nodeMeshPassword.secretKeyRef`) is wanted too.
+        Kind::BgpConfiguration => (
+            calico_resource(kind, name, object),
+            Link::PeerSecrets(secret_names(
+                object,
+                "/spec/nodeMeshPassword/secretKeyRef/name",
+            )),
+        ),
         Kind::BgpPeer => (
             calico_resource(kind, name, object),
             Link::PeerSecrets(peer_secrets(object)),
@@ -145,19 +151,34 @@ fn calico_metadata(name: &str, object: &Value) -> Map<String, Value> {
     metadata
 }
 
-/// The `tern/` annotations of `object`.
+/// The `tern/` annotations of `object`: its own, and those of the v3 metadata that
+/// calicoctl keeps as JSON in the `projectcalico.org/metadata` annotation when it
+/// writes a resource into the CRDs (the object's own win).
 fn tern_annotations(object: &Value) -> Map<String, Value> {
-    object
+    let own = object
         .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .map(|all| {
-            all.iter()
-                .filter(|(k, _)| k.starts_with(TERN_ANNOTATION_PREFIX))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+        .and_then(Value::as_object);
+    let calico: Option<Value> = own
+        .and_then(|a| a.get(CALICO_METADATA_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|text| serde_json::from_str(text).ok());
+    let from_calico = calico
+        .as_ref()
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object);
+    let mut out = Map::new();
+    for all in [from_calico, own].into_iter().flatten() {
+        for (k, v) in all {
+            if k.starts_with(TERN_ANNOTATION_PREFIX) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
 }
+
+/// Where calicoctl keeps a v3 resource's own metadata on the CRD object.
+const CALICO_METADATA_ANNOTATION: &str = "projectcalico.org/metadata";
 
 /// A `crd.projectcalico.org/v1` object as its `projectcalico.org/v3` document: same
 /// kind, reduced metadata, `spec` unchanged (an object without one gets `{}`).
@@ -179,8 +200,13 @@ fn calico_resource(kind: Kind, name: &str, object: &Value) -> Value {
 
 /// The Secret names a BGPPeer's password refers to.
 fn peer_secrets(object: &Value) -> Vec<String> {
+    secret_names(object, "/spec/password/secretKeyRef/name")
+}
+
+/// The Secret name at `pointer`, if any.
+fn secret_names(object: &Value, pointer: &str) -> Vec<String> {
     object
-        .pointer("/spec/password/secretKeyRef/name")
+        .pointer(pointer)
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .map(|n| vec![n.to_string()])
@@ -366,6 +392,12 @@ fn service(name: &str, namespace: Option<&str>, object: &Value) -> (Value, Link)
     let local = ["externalTrafficPolicy", "internalTrafficPolicy"]
         .iter()
         .any(|p| spec.get(*p).and_then(Value::as_str) == Some("Local"));
+    // A Cluster-policy service matters too when it has external or load-balancer
+    // addresses: those get a /32 (/128) when a configured range is that one address.
+    let external = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
     let ingress: Vec<Value> = object
         .pointer("/status/loadBalancer/ingress")
         .and_then(Value::as_array)
@@ -383,6 +415,7 @@ fn service(name: &str, namespace: Option<&str>, object: &Value) -> (Value, Link)
         "spec": spec,
         "status": { "loadBalancer": { "ingress": ingress } },
     });
+    let local = local || external || !ingress.is_empty();
     (value, Link::Service { local })
 }
 

@@ -283,8 +283,20 @@ fn service_is_compact() {
             "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}},
         })
     );
+    // Cluster policy: wanted only for its external and load-balancer addresses.
     let mut cluster_wide = fixture("service");
     cluster_wide["spec"]["externalTrafficPolicy"] = "Cluster".into();
+    assert_eq!(
+        convert(Kind::Service, &cluster_wide).unwrap().link,
+        Link::Service { local: true }
+    );
+    cluster_wide["spec"]["externalIPs"] = json!([]);
+    assert_eq!(
+        convert(Kind::Service, &cluster_wide).unwrap().link,
+        Link::Service { local: true },
+        "the load-balancer address still counts"
+    );
+    cluster_wide["status"] = json!({});
     assert_eq!(
         convert(Kind::Service, &cluster_wide).unwrap().link,
         Link::Service { local: false }
@@ -323,4 +335,39 @@ fn endpointslice_is_compact() {
 #[test]
 fn an_object_without_a_name_is_not_converted() {
     assert!(convert(Kind::IpPool, &json!({"spec": {}})).is_err());
+}
+
+#[test]
+fn tern_annotations_written_by_calicoctl_are_read_from_calicos_metadata_annotation() {
+    let peer = json!({
+        "apiVersion": "crd.projectcalico.org/v1",
+        "kind": "BGPPeer",
+        "metadata": {
+            "name": "tor",
+            "annotations": {
+                "projectcalico.org/metadata": "{\"annotations\":{\"tern/hold-time\":\"30s\",\"tern/families\":\"IPv4\"}}",
+                "tern/families": "IPv4,IPv6",
+            },
+        },
+        "spec": {"peerIP": "198.51.100.1", "asNumber": 65001},
+    });
+    let doc = json_of(&convert(Kind::BgpPeer, &peer).unwrap());
+    let a = &doc["metadata"]["annotations"];
+    assert_eq!(a["tern/hold-time"], "30s");
+    assert_eq!(a["tern/families"], "IPv4,IPv6", "the object's own wins");
+    assert!(a.get("projectcalico.org/metadata").is_none());
+}
+
+#[test]
+fn the_mesh_password_secret_is_wanted() {
+    let config = json!({
+        "apiVersion": "crd.projectcalico.org/v1",
+        "kind": "BGPConfiguration",
+        "metadata": {"name": "default"},
+        "spec": {"nodeMeshPassword": {"secretKeyRef": {"name": "mesh", "key": "pw"}}},
+    });
+    assert_eq!(
+        convert(Kind::BgpConfiguration, &config).unwrap().link,
+        Link::PeerSecrets(vec!["mesh".into()])
+    );
 }

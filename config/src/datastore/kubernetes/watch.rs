@@ -204,6 +204,17 @@ where
         while let Some(next) = stream.next().await {
             let input = match next {
                 Ok(event) => event_input(kind, event, &context),
+                Err(err) if kind == Kind::BgpFilter && not_found(&err) => {
+                    // Calico before 3.26 has no BGPFilter CRD: no filters, not an
+                    // outage. The watcher keeps trying, so a CRD installed later is read.
+                    debug!("no BGPFilter CRD (404): reading no BGP filters");
+                    for input in [Input::Init(kind), Input::InitDone(kind)] {
+                        if context.inputs.send(input).await.is_err() {
+                            return;
+                        }
+                    }
+                    continue;
+                }
                 Err(err) => match failure(kind, &err, &context.url, &context.namespace) {
                     None => continue,
                     Some((failure, restart)) => {
@@ -301,6 +312,17 @@ where
             None
         }
     }
+}
+
+/// Whether a watcher error is the API server's 404 (the resource is not served).
+fn not_found(err: &watcher::Error) -> bool {
+    matches!(
+        err,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s))
+            if s.code == 404
+    ) || matches!(err, watcher::Error::WatchError(s) if s.code == 404)
 }
 
 /// The operator's words for a watcher error, and whether the watcher must be started
