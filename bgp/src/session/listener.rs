@@ -35,6 +35,16 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The address a TCP-MD5 key names on a listening socket: on a dual-stack (IPv6)
+/// socket an IPv4 peer must be given IPv4-mapped (the kernel refuses an AF_INET address
+/// there with EINVAL).
+fn md5_address(listener_is_v6: bool, peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(a) if listener_is_v6 => IpAddr::V6(a.to_ipv6_mapped()),
+        other => other,
+    }
+}
+
 impl Listener {
     /// Binds and listens on `addr` (e.g. `0.0.0.0:179` or `[::]:179`).
     pub fn bind(addr: SocketAddr) -> io::Result<Listener> {
@@ -60,7 +70,8 @@ impl Listener {
     /// (TCP-MD5 must be configured on the listening socket before the peer's SYN).
     pub fn add_peer(&self, handle: SessionHandle, password: Option<&str>) -> io::Result<()> {
         if let Some(pw) = password {
-            sockopt::set_md5(&self.listener, handle.peer.ip(), pw)?;
+            let v6 = self.listener.local_addr().is_ok_and(|a| a.is_ipv6());
+            sockopt::set_md5(&self.listener, md5_address(v6, handle.peer.ip()), pw)?;
         }
         if let Ok(mut map) = self.peers.write() {
             map.insert(canonical(handle.peer.ip()), handle);
@@ -103,5 +114,24 @@ impl Listener {
                 }
             }
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A dual-stack node with a TCP-MD5 password on an IPv4 peer: the key is set
+    /// IPv4-mapped, which the kernel takes (a plain IPv4 address it refuses).
+    #[test]
+    fn md5_keys_for_ipv4_peers_on_a_dual_stack_listener() {
+        let peer: IpAddr = "198.51.100.1".parse().unwrap();
+        let v6 = std::net::TcpListener::bind("[::1]:0").unwrap();
+        assert!(sockopt::set_md5(&v6, peer, "pw").is_err());
+        sockopt::set_md5(&v6, md5_address(true, peer), "pw").unwrap();
+        let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        sockopt::set_md5(&v4, md5_address(false, peer), "pw").unwrap();
+        let peer6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(md5_address(true, peer6), peer6);
     }
 }
