@@ -94,9 +94,13 @@ pub fn run_until(config: &Path, stop: Option<Arc<Notify>>) -> ExitCode {
 /// the Windows event log add their own).
 fn init_tracing(level: &str) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let from_env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|l| !l.trim().is_empty());
+    let filter = from_env
+        .and_then(|l| tracing_subscriber::EnvFilter::try_new(quiet_clients(&l)).ok())
+        .or_else(|| tracing_subscriber::EnvFilter::try_new(quiet_clients(level)).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
     let tty = std::io::stderr().is_terminal();
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -107,6 +111,19 @@ fn init_tracing(level: &str) {
     } else {
         b.without_time().try_init()
     };
+}
+
+/// `level` with the Kubernetes client's own logging off unless `level` names it: it
+/// logs every failed reconnect and every dropped watch (at ERROR and WARN), while
+/// tern's store says once, in plain words, what is wrong and that it keeps trying.
+fn quiet_clients(level: &str) -> String {
+    let mut filter = level.to_string();
+    for target in ["kube_client", "kube_runtime"] {
+        if !level.contains(target) {
+            filter.push_str(&format!(",{target}=off"));
+        }
+    }
+    filter
 }
 
 fn notify_ready(status: &str) {
@@ -623,8 +640,19 @@ fn on_store_event(
             if let Ok(mut s) = state.lock() {
                 if s.intent.is_none() {
                     s.config_error = Some(format!("datastore unavailable: {why}"));
-                } else if s.datastore_error.is_none() {
-                    let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+                } else {
+                    // The outage's start stays; its cause is the latest the store gave
+                    // (unreachable, then refused credentials once it answers again).
+                    let since = s
+                        .datastore_error
+                        .as_deref()
+                        .and_then(|e| e.strip_prefix("since "))
+                        .and_then(|e| e.split_once(": "))
+                        .map(|(t, _)| t.to_string())
+                        .unwrap_or_else(|| {
+                            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                                .to_string()
+                        });
                     s.datastore_error = Some(format!("since {since}: {why}"));
                 }
             }

@@ -28,10 +28,9 @@ use crate::datastore::StoreEvent;
 
 /// First delay before a kind's watcher is started anew after a failed watch.
 const RESTART_START: Duration = Duration::from_millis(800);
-/// Longest such delay.
-const RESTART_MAX: Duration = Duration::from_secs(30);
-/// A watcher that ran this long before failing starts over with the shortest delay.
-const RESTART_STABLE: Duration = Duration::from_secs(120);
+/// Longest such delay (the etcd store's too): an API server back from a restart is
+/// read again within seconds.
+const RESTART_MAX: Duration = Duration::from_secs(10);
 
 /// What every watch task shares.
 #[derive(Debug, Clone)]
@@ -197,13 +196,19 @@ where
 {
     let mut delay = RESTART_START;
     loop {
-        let started = Instant::now();
+        // A watcher that listed completely worked: the next failure starts over with
+        // the shortest delay (a lifetime rule kept the long delay of an earlier outage
+        // after a short, healthy run).
+        let mut listed = false;
         let mut stream = std::pin::pin!(
             watcher::watcher(api.clone(), watcher::Config::default()).default_backoff()
         );
         while let Some(next) = stream.next().await {
             let input = match next {
-                Ok(event) => event_input(kind, event, &context),
+                Ok(event) => {
+                    listed |= matches!(event, Event::InitDone);
+                    event_input(kind, event, &context)
+                }
                 Err(err) if kind == Kind::BgpFilter && not_found(&err) => {
                     // Calico before 3.26 has no BGPFilter CRD: no filters, not an
                     // outage. The watcher keeps trying, so a CRD installed later is read.
@@ -238,7 +243,7 @@ where
                 return;
             }
         }
-        if started.elapsed() >= RESTART_STABLE {
+        if listed {
             delay = RESTART_START;
         }
         debug!(kind = kind.kind_name(), delay = ?delay, "restarting the watcher (re-list)");
