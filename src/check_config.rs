@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tern_config::daemon::EtcdPassword;
 use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
-use tern_config::datastore::{file::FileStore, Document};
 use tern_config::datastore::kubernetes::{KubeSettings, KubeStore};
 use tern_config::datastore::StoreEvent;
+use tern_config::datastore::{file::FileStore, Document};
 use tern_config::intent::{intent_with, Intent, RouterIdSetting};
 use tern_config::{Cluster, DaemonConfig, Datastore};
 

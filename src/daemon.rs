@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use tern_bgp::speaker::{self, SpeakerCommand, SpeakerEvent};
 use tern_config::cluster::DEFAULT_SECRETS_DIR;
-use tern_config::datastore::kubernetes::{self, KubeSettings, KubeStore};
 use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
+use tern_config::datastore::kubernetes::{self, KubeSettings, KubeStore};
 use tern_config::datastore::{file::FileStore, StoreEvent};
 use tern_config::diff::IntentDiff;
 use tern_config::intent::Intent;
@@ -315,8 +315,7 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
     // the same (control socket, watchdog, SIGHUP, datastore events): a node booted
     // with a broken configuration or an unreachable datastore stays up, says why, and
     // starts BGP as soon as the datastore holds a valid configuration.
-    let mut tracker =
-        Tracker::new(cfg.node.clone())
+    let mut tracker = Tracker::new(cfg.node.clone())
         .with_router_id(cfg.router_id)
         .with_max_document_bytes(cfg.limits.datastore_document_bytes);
     let mut speaker: Option<mpsc::Sender<SpeakerCommand>> = None;

@@ -129,7 +129,9 @@ fn block(cidr: &str, node: &str) -> [Value; 2] {
 }
 
 fn apply(lab: &mut Lab, objects: impl IntoIterator<Item = Value>) {
-    let server = lab.kube().unwrap_or_else(|| panic!("no in-process API server"));
+    let server = lab
+        .kube()
+        .unwrap_or_else(|| panic!("no in-process API server"));
     for o in objects {
         server.apply(o).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -153,7 +155,10 @@ fn kubernetes_datastore_end_to_end() {
         fail(&lab, &format!("pings unanswered:\n{}", m.render()));
     }
     record(&format!("{test}: {} pings, all answered", m.sent()));
-    let (n2, n3) = (lab.node(2).unwrap().v4.clone(), lab.node(3).unwrap().v4.clone());
+    let (n2, n3) = (
+        lab.node(2).unwrap().v4.clone(),
+        lab.node(3).unwrap().v4.clone(),
+    );
 
     // RBAC: tern needed nothing the role does not grant, and asked only for what the
     // store's API_CALLS list says (which a unit test checks against the role).
@@ -162,9 +167,9 @@ fn kubernetes_datastore_end_to_end() {
     for r in &requests {
         assert_ne!(r.status, 403, "denied: {r:?}");
         assert!(
-            API_CALLS
-                .iter()
-                .any(|c| c.verb == r.verb && c.api_group == r.api_group && c.resource == r.resource),
+            API_CALLS.iter().any(|c| c.verb == r.verb
+                && c.api_group == r.api_group
+                && c.resource == r.resource),
             "a call outside API_CALLS: {r:?}"
         );
     }
@@ -174,16 +179,27 @@ fn kubernetes_datastore_end_to_end() {
     let t = until(&lab, "new block in node-1's FIB", WAIT, || {
         via(&lab, 1, "198.18.60.0/26", &n2)
     });
-    record(&format!("{test}: new IPAM block → node-1's FIB in {} ms", t.as_millis()));
+    record(&format!(
+        "{test}: new IPAM block → node-1's FIB in {} ms",
+        t.as_millis()
+    ));
     let server = lab.kube().unwrap();
     server
-        .delete("crd.projectcalico.org/v1", "BlockAffinity", None, "node-2-198-18-60-0-26")
+        .delete(
+            "crd.projectcalico.org/v1",
+            "BlockAffinity",
+            None,
+            "node-2-198-18-60-0-26",
+        )
         .unwrap();
     apply(&mut lab, block("198.18.60.0/26", "node-3"));
     let t = until(&lab, "moved block in node-1's FIB", WAIT, || {
         via(&lab, 1, "198.18.60.0/26", &n3)
     });
-    record(&format!("{test}: moved IPAM block → node-1's FIB in {} ms", t.as_millis()));
+    record(&format!(
+        "{test}: moved IPAM block → node-1's FIB in {} ms",
+        t.as_millis()
+    ));
 
     // An address of node-2's block borrowed by node-3.
     let mut b2 = kube::objects(lab.spec())
@@ -201,14 +217,19 @@ fn kubernetes_datastore_end_to_end() {
     let t = until(&lab, "borrowed /32 in node-1's FIB", WAIT, || {
         via(&lab, 1, "198.18.2.50", &n3)
     });
-    record(&format!("{test}: borrowed address → node-1's FIB in {} ms", t.as_millis()));
+    record(&format!(
+        "{test}: borrowed address → node-1's FIB in {} ms",
+        t.as_millis()
+    ));
 
     // A new peer.
     apply(
         &mut lab,
-        [json!({"apiVersion": "crd.projectcalico.org/v1", "kind": "BGPPeer",
+        [
+            json!({"apiVersion": "crd.projectcalico.org/v1", "kind": "BGPPeer",
                 "metadata": {"name": "extra"},
-                "spec": {"peerIP": "203.0.113.77", "asNumber": 65077}})],
+                "spec": {"peerIP": "203.0.113.77", "asNumber": 65077}}),
+        ],
     );
     until(&lab, "the new peer in tern status", WAIT, || {
         status(&lab, 1).contains("203.0.113.77")
@@ -218,14 +239,23 @@ fn kubernetes_datastore_end_to_end() {
     // the old one) no longer accepts the session; rotated back, it comes up again.
     let tor = plan::TOR_V4;
     until(&lab, "the ToR session", WAIT, || established(&lab, 1, tor));
-    apply(&mut lab, [kdd::secret("tor-bgp-password", "password", "rotated-2")]);
+    apply(
+        &mut lab,
+        [kdd::secret("tor-bgp-password", "password", "rotated-2")],
+    );
     until(&lab, "the ToR session down after rotation", WAIT, || {
         !established(&lab, 1, tor)
     });
-    apply(&mut lab, [kdd::secret("tor-bgp-password", "password", "kube-secret-1")]);
-    until(&lab, "the ToR session back", Duration::from_secs(60), || {
-        established(&lab, 1, tor)
-    });
+    apply(
+        &mut lab,
+        [kdd::secret("tor-bgp-password", "password", "kube-secret-1")],
+    );
+    until(
+        &lab,
+        "the ToR session back",
+        Duration::from_secs(60),
+        || established(&lab, 1, tor),
+    );
 
     // An API server restart, with changes and a compaction while it was down: tern
     // says so, keeps its routes, then re-lists (410 Gone) and applies the change.
@@ -233,14 +263,23 @@ fn kubernetes_datastore_end_to_end() {
     until(&lab, "tern status reporting the outage", WAIT, || {
         status(&lab, 1).contains("datastore unreachable")
     });
-    assert!(via(&lab, 1, "198.18.60.0/26", &n3), "routes stay while the API is down");
+    assert!(
+        via(&lab, 1, "198.18.60.0/26", &n3),
+        "routes stay while the API is down"
+    );
     apply(&mut lab, block("198.18.61.0/26", "node-2"));
     lab.kube().unwrap().compact();
     lab.kube().unwrap().restart().unwrap();
-    let t = until(&lab, "the change made while the API was down", Duration::from_secs(60), || {
-        via(&lab, 1, "198.18.61.0/26", &n2)
-    });
-    record(&format!("{test}: API server restart + 410 → change in node-1's FIB {} ms after the restart", t.as_millis()));
+    let t = until(
+        &lab,
+        "the change made while the API was down",
+        Duration::from_secs(60),
+        || via(&lab, 1, "198.18.61.0/26", &n2),
+    );
+    record(&format!(
+        "{test}: API server restart + 410 → change in node-1's FIB {} ms after the restart",
+        t.as_millis()
+    ));
     until(&lab, "the outage cleared", WAIT, || {
         !status(&lab, 1).contains("datastore unreachable")
     });
@@ -249,16 +288,27 @@ fn kubernetes_datastore_end_to_end() {
     lab.kube().unwrap().set_token("not-terns-token");
     lab.kube().unwrap().restart().unwrap();
     // The watchers reconnect with back-off (as they would to a real API server).
-    until(&lab, "tern status reporting the refused credentials", Duration::from_secs(90), || {
-        let s = status(&lab, 1);
-        s.contains("datastore unreachable") && s.contains("401")
-    });
-    assert!(via(&lab, 1, "198.18.61.0/26", &n2), "routes stay with a refused token");
+    until(
+        &lab,
+        "tern status reporting the refused credentials",
+        Duration::from_secs(90),
+        || {
+            let s = status(&lab, 1);
+            s.contains("datastore unreachable") && s.contains("401")
+        },
+    );
+    assert!(
+        via(&lab, 1, "198.18.61.0/26", &n2),
+        "routes stay with a refused token"
+    );
     lab.kube().unwrap().set_token(plan::KUBE_TOKEN);
     apply(&mut lab, block("198.18.62.0/26", "node-3"));
-    until(&lab, "recovery after the token is accepted", Duration::from_secs(90), || {
-        via(&lab, 1, "198.18.62.0/26", &n3)
-    });
+    until(
+        &lab,
+        "recovery after the token is accepted",
+        Duration::from_secs(90),
+        || via(&lab, 1, "198.18.62.0/26", &n3),
+    );
     // tern said what was wrong; the client library's own retry noise stays out.
     let log = lab.tern_log(1);
     assert!(log.contains("401 Unauthorized"), "{log}");
@@ -267,7 +317,9 @@ fn kubernetes_datastore_end_to_end() {
 
 /// Resident memory of node `index`'s tern, in MiB.
 fn rss_mib(lab: &Lab, index: usize) -> f64 {
-    let pid = lab.tern_pid(index).unwrap_or_else(|| panic!("tern on node-{index} not running"));
+    let pid = lab
+        .tern_pid(index)
+        .unwrap_or_else(|| panic!("tern on node-{index} not running"));
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     text.lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -289,9 +341,12 @@ fn kubernetes_datastore_at_scale() {
     let t = Instant::now();
     apply(&mut lab, extra);
     apply(&mut lab, block("198.18.70.0/26", "node-2"));
-    let first = until(&lab, "the first change behind 5,000 nodes", Duration::from_secs(120), || {
-        via(&lab, 1, "198.18.70.0/26", &n2)
-    });
+    let first = until(
+        &lab,
+        "the first change behind 5,000 nodes",
+        Duration::from_secs(120),
+        || via(&lab, 1, "198.18.70.0/26", &n2),
+    );
     record(&format!(
         "{test}: {objects} objects added (5,000 Nodes, 5,000 IPAMBlocks, 5,000 BlockAffinities) in {} ms; with them, a new block → node-1's FIB in {} ms",
         (t.elapsed() - first).as_millis(),
@@ -301,9 +356,12 @@ fn kubernetes_datastore_at_scale() {
     for i in 0..3 {
         let cidr = format!("198.18.{}.0/26", 71 + i);
         apply(&mut lab, block(&cidr, "node-2"));
-        times.push(until(&lab, "a change at scale", Duration::from_secs(60), || {
-            via(&lab, 1, &cidr, &n2)
-        }));
+        times.push(until(
+            &lab,
+            "a change at scale",
+            Duration::from_secs(60),
+            || via(&lab, 1, &cidr, &n2),
+        ));
     }
     times.sort();
     let after = rss_mib(&lab, 1);

@@ -2,6 +2,9 @@
 //! namespace on [`plan::KUBE_API_V4`], every node's gateway, holding the lab's cluster in
 //! KDD shapes ([`super::kdd`]), with one kubeconfig every node's tern reads.
 //!
+//! It enforces `deploy/kubernetes/rbac.yaml`: a request tern's role does not grant is
+//! answered 403, so every lab run also checks that the role is enough.
+//!
 //! In the calling process (tests change objects, compact, rotate the token, restart it)
 //! or as `tern-lab kube-apiserver` in its own process (a lab that outlives `tern-lab
 //! up`, stopped by `tern-lab down` by its PID).
@@ -36,6 +39,11 @@ pub fn listen() -> Result<SocketAddr> {
     Ok(SocketAddr::new(ip, plan::KUBE_API_PORT))
 }
 
+/// The role the lab's API server enforces: what operators deploy.
+pub fn rbac_file() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/rbac.yaml")
+}
+
 /// The objects the lab's API server holds: the cluster of `spec` in KDD shapes.
 pub fn objects(spec: &LabSpec) -> Result<Vec<Value>> {
     kdd::objects(&plan::cluster_yaml(spec), &|f: &str| {
@@ -54,6 +62,11 @@ pub fn start(
     if !separate_process {
         let mut opts = ApiServerOptions::new(listen()?, plan::KUBE_TOKEN);
         opts.netns = Some(switch.name().to_string());
+        let rbac = rbac_file();
+        opts.rbac_yaml = Some(
+            std::fs::read_to_string(&rbac)
+                .map_err(|e| Error::Lab(format!("{}: {e}", rbac.display())))?,
+        );
         let server = ApiServer::start(opts)?;
         for o in objects {
             server.apply(o)?;
@@ -75,6 +88,8 @@ pub fn start(
         .arg("--fixtures")
         .arg(&dir)
         .args(["--token", plan::KUBE_TOKEN])
+        .arg("--rbac")
+        .arg(rbac_file())
         .arg("--kubeconfig")
         .arg(&kubeconfig);
     let mut d = Daemon::spawn("kube-apiserver", c, &spec.dir.join("kube-apiserver.log"))?;
