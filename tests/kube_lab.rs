@@ -267,6 +267,16 @@ fn kubernetes_datastore_end_to_end() {
         via(&lab, 1, "198.18.60.0/26", &n3),
         "routes stay while the API is down"
     );
+    let diagnose = lab.tern_cli(1, &["diagnose"]).1;
+    assert!(diagnose.contains("Kubernetes API https://"), "{diagnose}");
+    let metrics = lab
+        .exec_on_node(
+            1,
+            "bash",
+            &["-c", "exec 3<>/dev/tcp/127.0.0.1/9477; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"],
+        )
+        .unwrap_or_default();
+    assert!(metrics.contains("tern_datastore_up 0"), "{metrics}");
     apply(&mut lab, block("198.18.61.0/26", "node-2"));
     lab.kube().unwrap().compact();
     lab.kube().unwrap().restart().unwrap();

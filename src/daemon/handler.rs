@@ -273,27 +273,34 @@ impl DaemonHandler {
                     .await
                     .map_err(|_| "the FIB task has stopped".to_string())?;
                 let mut findings = ask("FIB task", rx).await?;
-                let md5 = md5_findings(&*self.lock()?);
+                let (md5, datastore) = {
+                    let s = self.lock()?;
+                    (md5_findings(&s), datastore_finding(&s))
+                };
                 findings.extend(md5);
                 findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
-                json(&DiagnoseReply {
-                    findings: findings
-                        .into_iter()
-                        .map(|f| FindingInfo {
-                            kind: serde_json::to_value(f.kind)
-                                .ok()
-                                .and_then(|v| v.as_str().map(String::from))
-                                .unwrap_or_else(|| format!("{:?}", f.kind)),
-                            subject: f.subject,
-                            evidence: f.evidence,
-                            suggestion: f.suggestion,
-                            severity: serde_json::to_value(f.severity)
-                                .ok()
-                                .and_then(|v| v.as_str().map(String::from))
-                                .unwrap_or_else(|| format!("{:?}", f.severity)),
-                        })
-                        .collect(),
-                })
+                let mut infos: Vec<FindingInfo> = findings
+                    .into_iter()
+                    .map(|f| FindingInfo {
+                        kind: serde_json::to_value(f.kind)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_else(|| format!("{:?}", f.kind)),
+                        subject: f.subject,
+                        evidence: f.evidence,
+                        suggestion: f.suggestion,
+                        severity: serde_json::to_value(f.severity)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_else(|| format!("{:?}", f.severity)),
+                    })
+                    .collect();
+                // Most severe first: a warning, after the errors.
+                if let Some(d) = datastore {
+                    let at = infos.iter().take_while(|f| f.severity == "error").count();
+                    infos.insert(at, d);
+                }
+                json(&DiagnoseReply { findings: infos })
             }
             Request::Health => {
                 let s = self.lock()?;
@@ -387,6 +394,19 @@ impl Handler for DaemonHandler {
 
 /// TCP-MD5 trouble: peers with a password that are not up, when the kernel (this
 /// namespace's `/proc/net/netstat`) counts segments dropped for their signatures.
+/// The datastore cannot be read: first, since nothing the cluster changes reaches this
+/// node meanwhile.
+fn datastore_finding(s: &State) -> Option<FindingInfo> {
+    let why = s.datastore_error.as_ref()?;
+    Some(FindingInfo {
+        kind: "datastore-unavailable".into(),
+        subject: s.datastore.clone(),
+        evidence: why.clone(),
+        suggestion: "the configuration in force stays (routes and sessions are kept), but no change in the cluster reaches this node until the datastore is readable: fix what the evidence names".into(),
+        severity: "warning".into(),
+    })
+}
+
 fn md5_findings(s: &State) -> Vec<tern_fib::diag::Finding> {
     let down: Vec<String> = s
         .peers

@@ -110,6 +110,12 @@ pub async fn render(h: &DaemonHandler) -> String {
         );
         single(
             &mut reg,
+            "datastore_up",
+            "0 while the datastore cannot be read (the configuration in force stays; tern status says why)",
+            i64::from(d.datastore_error.is_none()),
+        );
+        single(
+            &mut reg,
             "uptime_seconds",
             "Seconds since the daemon started",
             i64::try_from(d.uptime_s).unwrap_or(i64::MAX),
