@@ -17,6 +17,7 @@
 mod convert;
 mod fib_task;
 mod handler;
+mod memory;
 mod metrics;
 mod state;
 #[cfg(target_os = "linux")]
@@ -377,7 +378,13 @@ async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
             },
             ev = store.recv() => match ev {
                 Some(ev) => {
-                    if let Some(diff) = on_store_event(ev, &mut tracker, &state) {
+                    let large = matches!(&ev, StoreEvent::Snapshot { documents, .. }
+                        if documents.len() >= memory::TRIM_AFTER_DOCUMENTS);
+                    let diff = on_store_event(ev, &mut tracker, &state);
+                    if large {
+                        memory::release_freed();
+                    }
+                    if let Some(diff) = diff {
                         if let Some(i) = tracker.current().cloned() {
                             match &speaker {
                                 Some(sp) => {
