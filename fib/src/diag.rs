@@ -12,7 +12,8 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use crate::{
-    connected_subnet_for, connected_subnets, Interface, Neighbour, NeighbourState, RouteFailure,
+    connected_subnet_for, connected_subnets, FailureKind, Interface, Neighbour, NeighbourState,
+    RouteFailure,
 };
 
 /// What a finding is about.
@@ -294,21 +295,24 @@ pub fn refused(failures: &[RouteFailure]) -> Vec<Finding> {
             kind: FindingKind::RouteRefused,
             subject: f.prefix.to_string(),
             evidence: format!("the kernel refused to {} the route: {}", f.change, f.reason),
-            suggestion: suggestion_for(&f.reason).into(),
+            suggestion: suggestion_for(f.kind).into(),
             severity: Severity::Error,
         })
         .collect()
 }
 
-fn suggestion_for(reason: &str) -> &'static str {
-    if reason.contains("errno 19") || reason.contains("errno 101") {
-        "the interface or the next hop's network is missing or down: check the link and its addresses"
-    } else if reason.contains("errno 17") {
-        "another route for the prefix already exists (another daemon or a static route with the same metric)"
-    } else if reason.contains("errno 1)") || reason.contains("errno 13") {
-        "tern lacks CAP_NET_ADMIN"
-    } else {
-        "see the kernel's reason; `ip route` shows what is installed"
+fn suggestion_for(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Unreachable => {
+            "the interface or the next hop's network is missing or down: check the link and its addresses"
+        }
+        FailureKind::Exists => {
+            "another route for the prefix already exists (another daemon or a static route with the same metric)"
+        }
+        FailureKind::NotPermitted => "tern lacks CAP_NET_ADMIN",
+        FailureKind::NotFound | FailureKind::Other => {
+            "see the kernel's reason; `ip route` shows what is installed"
+        }
     }
 }
 

@@ -2,9 +2,12 @@
 //!
 //! [`Fib`] is the one interface the daemon uses to program routes and observe the
 //! kernel; backends implement it: `linux` (rtnetlink), [`windows`] (IP Helper) and
-//! [`memory`] (the daemon's unit tests run on it). [`reconcile`] decides what
-//! to change from what is wanted and what the kernel holds; it is pure, so restart
-//! behaviour is tested without a kernel.
+//! [`memory`] (the daemon's unit tests run on it). [`reconcile`] holds the one route
+//! comparison ([`reconcile::same`]: when a kernel route already is the wanted one, so
+//! a restart adopts it), which the daemon's FIB task uses for its per-prefix changes,
+//! and a pure whole-table plan ([`reconcile::reconcile`]) that tests use; the task's
+//! own plan (grace, tunnel) is not yet expressed through it. A refusal carries a
+//! [`FailureKind`], so callers act on kinds, not on errno text.
 //!
 //! The trait is async (returning `impl Future`), because the real backends wait on the
 //! kernel's acknowledgements; a backend is owned by one task (the daemon's FIB task,

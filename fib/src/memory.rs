@@ -13,8 +13,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::{
-    connected_subnet_for, connected_subnets, ApplyReport, Fib, FibError, Interface, Neighbour,
-    Route, RouteChange, RouteFailure, RouteKind,
+    connected_subnet_for, connected_subnets, ApplyReport, FailureKind, Fib, FibError, Interface,
+    Neighbour, Route, RouteChange, RouteFailure, RouteKind,
 };
 
 /// The in-memory FIB.
@@ -66,12 +66,12 @@ impl MemoryFib {
         self.routes.insert((route.table, route.prefix), route);
     }
 
-    fn check(&self, r: &Route) -> Result<(), String> {
+    fn check(&self, r: &Route) -> Result<(), (String, FailureKind)> {
         let RouteKind::Unicast(hops) = &r.kind else {
             return Ok(());
         };
         if hops.is_empty() {
-            return Err("Invalid argument (no next hop)".into());
+            return Err(other("Invalid argument (no next hop)"));
         }
         let subnets = connected_subnets(&self.interfaces);
         for h in hops {
@@ -80,34 +80,36 @@ impl MemoryFib {
                     self.interfaces
                         .iter()
                         .find(|x| x.index == i)
-                        .ok_or("No such device")?,
+                        .ok_or_else(|| other("No such device"))?,
                 ),
                 None => None,
             };
             if iface.is_some_and(|i| !i.up) {
-                return Err("Network is down".into());
+                return Err(other("Network is down"));
             }
             if h.onlink && iface.is_none() {
-                return Err("Invalid argument (on-link next hop needs a device)".into());
+                return Err(other("Invalid argument (on-link next hop needs a device)"));
             }
             match (r.prefix, h.gateway) {
                 (_, None) if iface.is_none() => {
-                    return Err("Invalid argument (no gateway and no device)".into())
+                    return Err(other("Invalid argument (no gateway and no device)"))
                 }
                 (IpNet::V6(_), Some(IpAddr::V4(_))) => {
-                    return Err("Invalid argument (IPv4 gateway for an IPv6 route)".into())
+                    return Err(other("Invalid argument (IPv4 gateway for an IPv6 route)"))
                 }
                 (_, Some(gw)) if !h.onlink => {
                     let on = connected_subnet_for(&subnets, gw);
                     match (on, h.interface) {
                         (None, _) => {
-                            return Err(format!(
-                            "Network is unreachable (gateway {gw} is not on a connected subnet)"
-                        ))
+                            return Err((
+                                format!("Network is unreachable (gateway {gw} is not on a connected subnet)"),
+                                FailureKind::Unreachable,
+                            ))
                         }
                         (Some(s), Some(i)) if s.interface != i => {
-                            return Err(format!(
-                                "Network is unreachable (gateway {gw} is not on interface {i})"
+                            return Err((
+                                format!("Network is unreachable (gateway {gw} is not on interface {i})"),
+                                FailureKind::Unreachable,
                             ))
                         }
                         _ => {}
@@ -119,11 +121,11 @@ impl MemoryFib {
         Ok(())
     }
 
-    fn apply_one(&mut self, change: &RouteChange) -> Result<(), String> {
+    fn apply_one(&mut self, change: &RouteChange) -> Result<(), (String, FailureKind)> {
         match change {
             RouteChange::Add(r) => {
                 if self.routes.contains_key(&(r.table, r.prefix)) {
-                    return Err("File exists".into());
+                    return Err(("File exists".into(), FailureKind::Exists));
                 }
                 self.check(r)?;
                 self.routes.insert((r.table, r.prefix), r.clone());
@@ -135,7 +137,7 @@ impl MemoryFib {
             RouteChange::Delete { prefix, table } => {
                 self.routes
                     .remove(&(*table, *prefix))
-                    .ok_or("No such process")?;
+                    .ok_or_else(|| ("No such process".to_string(), FailureKind::NotFound))?;
             }
         }
         Ok(())
@@ -150,10 +152,11 @@ impl MemoryFib {
                     report.applied += 1;
                     self.history.push(c);
                 }
-                Err(reason) => report.failed.push(RouteFailure {
+                Err((reason, kind)) => report.failed.push(RouteFailure {
                     prefix: c.prefix(),
                     change: c.verb(),
                     reason,
+                    kind,
                 }),
             }
         }
@@ -177,6 +180,11 @@ impl Fib for MemoryFib {
     fn neighbours(&mut self) -> impl Future<Output = Result<Vec<Neighbour>, FibError>> + Send {
         ready(Ok(self.neighbours.clone()))
     }
+}
+
+/// A refusal of no particular kind.
+fn other(reason: &str) -> (String, FailureKind) {
+    (reason.to_string(), FailureKind::Other)
 }
 
 #[cfg(test)]

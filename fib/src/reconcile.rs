@@ -23,21 +23,32 @@ pub struct Plan {
     pub kept_stale: Vec<IpNet>,
 }
 
-/// Compares two routes as the kernel would forward: ECMP next hops in any order.
-fn same(a: &Route, b: &Route) -> bool {
-    if a.metric != b.metric {
+/// Whether the kernel's route `have` forwards as the wanted route `want` does: ECMP
+/// members in any order, and an interface the kernel filled in itself (tern gave only
+/// the gateway) is no difference, or every restart would rewrite every route. The one
+/// comparison of the FIB (the daemon's FIB task uses it too).
+pub fn same(want: &Route, have: &Route) -> bool {
+    if want.prefix != have.prefix || want.metric != have.metric || want.table != have.table {
         return false;
     }
-    match (&a.kind, &b.kind) {
-        (RouteKind::Unicast(x), RouteKind::Unicast(y)) => {
-            let mut x = x.clone();
-            let mut y = y.clone();
-            let key = |h: &crate::NextHop| (h.gateway, h.interface, h.onlink, h.weight);
-            x.sort_by_key(key);
-            y.sort_by_key(key);
-            x == y
+    match (&want.kind, &have.kind) {
+        (RouteKind::Unicast(w), RouteKind::Unicast(h)) => {
+            let key = |n: &crate::NextHop, keep_if: bool| {
+                (
+                    n.gateway,
+                    if keep_if { n.interface } else { None },
+                    n.onlink,
+                    n.weight,
+                )
+            };
+            let any_if = w.iter().any(|n| n.interface.is_some());
+            let mut a: Vec<_> = w.iter().map(|n| key(n, any_if)).collect();
+            let mut b: Vec<_> = h.iter().map(|n| key(n, any_if)).collect();
+            a.sort();
+            b.sort();
+            a == b
         }
-        (k, l) => k == l,
+        (a, b) => a == b,
     }
 }
 
@@ -129,6 +140,24 @@ mod tests {
                 kept_stale: vec![]
             }
         );
+    }
+
+    /// tern gives a gateway only; the kernel's copy names the interface it resolved:
+    /// the same route (a restart adopts it). A wanted interface does count.
+    #[test]
+    fn an_interface_the_kernel_filled_in_is_no_difference() {
+        let want = r("198.18.1.0/26", &["198.51.100.2"]);
+        let mut have = want.clone();
+        if let RouteKind::Unicast(hops) = &mut have.kind {
+            hops[0].interface = Some(2);
+        }
+        assert!(same(&want, &have));
+        assert!(reconcile(&[want], &[have.clone()], true).changes.is_empty());
+        let mut want_if = have.clone();
+        if let RouteKind::Unicast(hops) = &mut want_if.kind {
+            hops[0].interface = Some(3);
+        }
+        assert!(!same(&want_if, &have));
     }
 
     #[test]

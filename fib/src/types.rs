@@ -95,6 +95,24 @@ impl RouteChange {
     }
 }
 
+/// Why the kernel refused a change, as far as the caller acts on it: a refusal's
+/// text is for people, this is for code (nothing matches errno text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// A route with that key exists already (another protocol's: EEXIST).
+    Exists,
+    /// Nothing to delete or replace (ESRCH, ENOENT).
+    NotFound,
+    /// The next hop or its interface cannot be reached (ENETUNREACH, EHOSTUNREACH,
+    /// ENODEV).
+    Unreachable,
+    /// tern may not change routes (EPERM, EACCES: no CAP_NET_ADMIN).
+    NotPermitted,
+    /// Anything else.
+    Other,
+}
+
 /// A change the kernel refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RouteFailure {
@@ -104,6 +122,8 @@ pub struct RouteFailure {
     pub change: &'static str,
     /// The kernel's reason, in its words (errno text).
     pub reason: String,
+    /// The reason's kind.
+    pub kind: FailureKind,
 }
 
 impl std::fmt::Display for RouteFailure {

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use tern_fib::diag::{self, Finding, NextHopFacts, PeerFacts, Resolution};
-use tern_fib::{Fib, Route, RouteChange, RouteFailure, RouteKind};
+use tern_fib::reconcile::same;
+use tern_fib::{FailureKind, Fib, Route, RouteChange, RouteFailure, RouteKind};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::convert::fib_route;
@@ -378,6 +379,7 @@ impl<B: Backend> Task<B> {
             self.refused(RouteFailure {
                 prefix,
                 change: "add",
+                kind: FailureKind::Other,
                 reason: format!(
                     "no {TUNNEL_DEVICE} device, and the IP pool asks for IPIP (load the ipip module; calico-node creates {TUNNEL_DEVICE})"
                 ),
@@ -404,7 +406,7 @@ impl<B: Backend> Task<B> {
             let already_gone = matches!(c, RouteChange::Delete { .. })
                 && failed
                     .get(&p)
-                    .is_some_and(|f| f.reason.contains("(errno 3)"));
+                    .is_some_and(|f| f.kind == FailureKind::NotFound);
             if let (Some(f), false) = (failed.get(&p), already_gone) {
                 self.refused(f.clone());
                 continue;
@@ -518,34 +520,6 @@ impl<B: Backend> Task<B> {
         findings.extend(diag::next_hops(&hops, &interfaces, &neighbours));
         findings.extend(diag::refused(&failures));
         findings
-    }
-}
-
-/// Same forwarding: ECMP members in any order, and an interface the kernel filled in
-/// itself (tern gave only the gateway) does not count as a difference — otherwise every
-/// restart would rewrite every route.
-fn same(want: &Route, have: &Route) -> bool {
-    if want.prefix != have.prefix || want.metric != have.metric || want.table != have.table {
-        return false;
-    }
-    match (&want.kind, &have.kind) {
-        (RouteKind::Unicast(w), RouteKind::Unicast(h)) => {
-            let key = |n: &tern_fib::NextHop, keep_if: bool| {
-                (
-                    n.gateway,
-                    if keep_if { n.interface } else { None },
-                    n.onlink,
-                    n.weight,
-                )
-            };
-            let any_if = w.iter().any(|n| n.interface.is_some());
-            let mut a: Vec<_> = w.iter().map(|n| key(n, any_if)).collect();
-            let mut b: Vec<_> = h.iter().map(|n| key(n, any_if)).collect();
-            a.sort();
-            b.sort();
-            a == b
-        }
-        (a, b) => a == b,
     }
 }
 

@@ -190,11 +190,13 @@ fn refused_routes_keep_the_kernels_words_and_get_a_fix() {
             prefix: net("198.18.3.0/26"),
             change: "add",
             reason: "No such device (errno 19)".into(),
+            kind: FailureKind::Unreachable,
         },
         RouteFailure {
             prefix: net("198.18.4.0/26"),
             change: "replace",
             reason: "File exists (errno 17)".into(),
+            kind: FailureKind::Exists,
         },
     ]);
     assert_eq!(f[0].subject, "198.18.3.0/26");
@@ -216,6 +218,7 @@ fn findings_serialise_with_the_documented_field_names() {
         prefix: net("198.18.3.0/26"),
         change: "add",
         reason: "x".into(),
+        kind: FailureKind::Other,
     }]);
     let v = serde_json::to_value(&f[0]).unwrap_or_else(|e| panic!("{e}"));
     for key in ["kind", "subject", "evidence", "suggestion", "severity"] {

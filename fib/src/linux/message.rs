@@ -20,7 +20,7 @@ use rtnetlink::packet_route::route::{
 };
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use crate::{NextHop, Route, RouteChange, RouteFailure, RouteKind};
+use crate::{FailureKind, NextHop, Route, RouteChange, RouteFailure, RouteKind};
 
 /// Size of a netlink message header, which precedes the echoed request.
 const NETLINK_HEADER_LEN: usize = 16;
@@ -178,11 +178,14 @@ pub fn barrier() -> NetlinkMessage<RouteNetlinkMessage> {
 
 /// Names a refused change from the request the kernel echoes in its error message
 /// (its netlink header, then the route message).
-pub fn refused(echo: &[u8], reason: String) -> RouteFailure {
+pub fn refused(echo: &[u8], code: i32) -> RouteFailure {
+    let reason = errno_text(code);
+    let failure = failure_kind(code);
     let unknown = |reason: String| RouteFailure {
         prefix: IpNet::V4(Ipv4Net::default()),
         change: "change",
         reason: format!("{reason} (the kernel's answer did not say for which route)"),
+        kind: failure,
     };
     let field = |at: usize| {
         echo.get(at..at + 2)
@@ -216,6 +219,27 @@ pub fn refused(echo: &[u8], reason: String) -> RouteFailure {
         prefix,
         change,
         reason,
+        kind: failure,
+    }
+}
+
+/// The kernel's error code in words, with its number.
+pub fn errno_text(code: i32) -> String {
+    let errno = code.saturating_abs();
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    // std appends " (os error N)"; keep the words and name the number plainly.
+    let words = text.split(" (os error").next().unwrap_or(&text);
+    format!("{words} (errno {errno})")
+}
+
+/// What the caller does with an error code.
+pub fn failure_kind(code: i32) -> FailureKind {
+    match code.saturating_abs() {
+        libc::EEXIST => FailureKind::Exists,
+        libc::ESRCH | libc::ENOENT => FailureKind::NotFound,
+        libc::ENETUNREACH | libc::EHOSTUNREACH | libc::ENODEV => FailureKind::Unreachable,
+        libc::EPERM | libc::EACCES => FailureKind::NotPermitted,
+        _ => FailureKind::Other,
     }
 }
 
@@ -508,7 +532,9 @@ mod tests {
             metric: 0,
             table: 254,
         });
-        let f = refused(&echo(&replace), "File exists (errno 17)".into());
+        let f = refused(&echo(&replace), -libc::EEXIST);
+        assert_eq!(f.kind, FailureKind::Exists);
+        assert!(f.reason.contains("(errno 17)"), "{}", f.reason);
         assert_eq!((f.prefix, f.change), (net("2001:db8:5::/64"), "replace"));
         let add = RouteChange::Add(Route {
             prefix: net("198.18.6.0/26"),
@@ -516,15 +542,20 @@ mod tests {
             metric: 0,
             table: 254,
         });
-        assert_eq!(refused(&echo(&add), String::new()).change, "add");
+        assert_eq!(refused(&echo(&add), -libc::ENETUNREACH).change, "add");
+        assert_eq!(
+            refused(&echo(&add), -libc::ENETUNREACH).kind,
+            FailureKind::Unreachable
+        );
         let del = RouteChange::Delete {
             prefix: net("198.18.5.0/26"),
             table: 254,
         };
-        let f = refused(&echo(&del), "No such process (errno 3)".into());
+        let f = refused(&echo(&del), -libc::ESRCH);
+        assert_eq!(f.kind, FailureKind::NotFound);
         assert_eq!((f.prefix, f.change), (net("198.18.5.0/26"), "delete"));
         assert_eq!(f.reason, "No such process (errno 3)");
-        let f = refused(&echo(&del)[..10], "x".into());
+        let f = refused(&echo(&del)[..10], -libc::EINVAL);
         assert!(f.reason.contains("did not say"), "{f:?}");
     }
 }

@@ -28,7 +28,9 @@ use rtnetlink::proto::{ConnectionHandle, ReplyExpectation};
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, AsyncSocket, SocketAddr};
 
 use crate::diag::Resolution;
-use crate::{ApplyReport, Fib, FibError, Interface, Neighbour, Route, RouteChange, RouteFailure};
+use crate::{
+    ApplyReport, FailureKind, Fib, FibError, Interface, Neighbour, Route, RouteChange, RouteFailure,
+};
 
 pub use message::parse as parse_route;
 pub use watch::{watch, watch_ignoring_added, watch_with_buffer, KernelEvent, WATCH_RCVBUF};
@@ -197,7 +199,7 @@ impl LinuxFib {
                 NetlinkPayload::Error(e) if e.code.is_some() => {
                     return Err(FibError::Kernel {
                         what: what.into(),
-                        reason: errno_text(e.raw_code()),
+                        reason: message::errno_text(e.raw_code()),
                     })
                 }
                 _ => {}
@@ -205,15 +207,6 @@ impl LinuxFib {
         }
         Ok(out)
     }
-}
-
-/// The kernel's reason for an error code, as `ip` prints it, with the errno number.
-fn errno_text(code: i32) -> String {
-    let errno = code.saturating_abs();
-    let text = std::io::Error::from_raw_os_error(errno).to_string();
-    // std appends " (os error N)"; keep the words and name the number plainly.
-    let words = text.split(" (os error").next().unwrap_or(&text);
-    format!("{words} (errno {errno})")
 }
 
 /// Sends one batch of unacknowledged route messages followed by the barrier, and
@@ -238,6 +231,7 @@ async fn send_batch(
                 prefix: c.prefix(),
                 change: c.verb(),
                 reason: reason.clone(),
+                kind: FailureKind::Other,
             })
             .collect::<Vec<_>>()
     };
@@ -280,6 +274,7 @@ impl Fib for LinuxFib {
                     prefix: change.prefix(),
                     change: change.verb(),
                     reason,
+                    kind: FailureKind::Other,
                 }),
             }
             if batch.len() == BATCH || (changes.peek().is_none() && !batch.is_empty()) {
@@ -302,7 +297,7 @@ impl Fib for LinuxFib {
                     report.applied = report.applied.saturating_sub(1);
                     report
                         .failed
-                        .push(message::refused(&e.header, errno_text(e.raw_code())));
+                        .push(message::refused(&e.header, e.raw_code()));
                 }
             }
         }

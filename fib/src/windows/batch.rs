@@ -147,6 +147,9 @@ fn failure(change: &RouteChange, reason: String) -> RouteFailure {
         prefix: change.prefix(),
         change: change.verb(),
         reason,
+        // IP Helper's codes are not sorted into kinds yet (ERROR_OBJECT_ALREADY_EXISTS
+        // would be Exists, ERROR_NOT_FOUND NotFound).
+        kind: crate::FailureKind::Other,
     }
 }
 

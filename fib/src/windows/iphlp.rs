@@ -413,6 +413,7 @@ impl Fib for WindowsFib {
                             prefix: c.prefix(),
                             change: c.verb(),
                             reason: format!("reading the routing table: {e}"),
+                            kind: crate::FailureKind::Other,
                         })
                         .collect(),
                 }
