@@ -54,6 +54,10 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "the protocol core without its tokio driver (tern-bgp --no-default-features)"
+cargo clippy -p tern-bgp --no-default-features --lib --locked -- -D warnings
+cargo test -p tern-bgp --no-default-features --lib --locked
+
 step "cargo test (workspace)"
 rm -f target/tmp/lab-timings.txt
 cargo test --workspace --locked
@@ -62,9 +66,9 @@ if [ -s target/tmp/lab-timings.txt ]; then
   cat target/tmp/lab-timings.txt
 fi
 
-step "Windows: cargo check --target x86_64-pc-windows-gnu"
+step "Windows: cargo clippy --target x86_64-pc-windows-gnu (warnings are errors)"
 if rustup target list --installed 2>/dev/null | grep -q '^x86_64-pc-windows-gnu$'; then
-  cargo check --workspace --all-targets --locked --target x86_64-pc-windows-gnu
+  cargo clippy --workspace --all-targets --locked --target x86_64-pc-windows-gnu -- -D warnings
   step "Windows: unit tests (every crate's lib) under Wine"
   if command -v wine >/dev/null 2>&1; then
     WINEPREFIX="$(scripts/wine-prefix.sh)" WINEDEBUG=-all \

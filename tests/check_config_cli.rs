@@ -1,6 +1,8 @@
 //! `tern check-config` as a user runs it: every example in config/examples/ passes and
 //! prints its peers and prefixes; a broken cluster file fails with exit code 1 and one
 //! line per mistake naming file, line, document, resource and field.
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::Command;

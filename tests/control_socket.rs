@@ -5,6 +5,8 @@
 //! the daemon's user is refused (exit 4), and that a missing daemon gives exit 3.
 
 #![cfg(unix)]
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -14,6 +14,8 @@
 //! Skips without root, etcd or BIRD; fails under CI=true.
 
 #![cfg(target_os = "linux")]
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;

@@ -12,6 +12,8 @@
 //! Skips without root (and etcd, nftables where needed); fails under CI=true.
 
 #![cfg(target_os = "linux")]
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;

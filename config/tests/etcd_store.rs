@@ -8,6 +8,8 @@
 //!
 //! Without an `etcd` binary the tests print `SKIP` and pass, except under `CI=true`,
 //! where they fail.
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

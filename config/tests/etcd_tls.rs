@@ -9,6 +9,8 @@
 //! etcd listens on 127.0.0.1 only and is stopped by its PID when the test ends.
 //!
 //! Without an `etcd` binary the tests print `SKIP` and pass, except under `CI=true`.
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

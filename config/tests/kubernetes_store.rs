@@ -12,6 +12,8 @@
 //! stand-in started without `--rbac`, as `TERN_TEST_WRITABLE_KUBECONFIG`.
 //!
 //! Ignored by default: they need that server, which `tern-config` does not depend on.
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

@@ -4,6 +4,8 @@
 //! BOOKMARKs, restarts, RBAC, metadata-only answers, token rotation.
 
 #![cfg(target_os = "linux")]
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod kubeapi_support;
 

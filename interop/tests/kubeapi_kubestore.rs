@@ -4,6 +4,8 @@
 //! `deploy/kubernetes/rbac.yaml`.
 
 #![cfg(target_os = "linux")]
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

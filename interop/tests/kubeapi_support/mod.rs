@@ -1,5 +1,7 @@
 //! A small HTTPS client for the stand-in's protocol tests: rustls over a std TcpStream,
 //! HTTP/1.0 so that every answer, a watch stream too, ends when the server closes it.
+// Setup helpers outside #[test] functions: a failed setup is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -146,10 +146,7 @@ fn the_pipe_admits_only_system_and_administrators() {
     let rest = sddl
         .strip_prefix("D:P")
         .unwrap_or_else(|| panic!("not a protected DACL: {sddl}"));
-    let mut aces: Vec<&str> = rest
-        .split(|c| c == '(' || c == ')')
-        .filter(|s| !s.is_empty())
-        .collect();
+    let mut aces: Vec<&str> = rest.split(['(', ')']).filter(|s| !s.is_empty()).collect();
     aces.sort_unstable();
     let ok =
         |ace: &str, sid: &str| ace == format!("A;;GA;;;{sid}") || ace == format!("A;;FA;;;{sid}");
