@@ -26,6 +26,16 @@ use crate::wire::{
     Message, Nlri, PathAttributes, Update,
 };
 
+/// Hold time when the configuration sets none: RFC 4271's suggestion and what GoBGP and
+/// FRR use (BIRD's default is 240 s), so a dead peer is noticed sooner. The one default:
+/// the daemon's configuration uses it too.
+pub const DEFAULT_HOLD_TIME: u16 = 90;
+
+/// Time between connection attempts: short, so a node whose peers started a moment
+/// after it (their listener not up yet: the connection was refused) reconverges in
+/// seconds; long enough for a SYN retransmission on a lossy link (1 s) to complete.
+pub const DEFAULT_CONNECT_RETRY: Duration = Duration::from_secs(3);
+
 /// One configured peer.
 #[derive(Debug, Clone)]
 pub struct PeerConfig {
@@ -81,9 +91,10 @@ pub struct PeerConfig {
 }
 
 impl PeerConfig {
-    /// A peer at `address` in AS `peer_as` with the defaults of RFC 4271 and Calico:
-    /// hold time 90 s (keepalive a third), connect retry 5 s, active, no password, no
-    /// GTSM, not a reflector client, both unicast families; callers override fields.
+    /// A peer at `address` in AS `peer_as` with the defaults: hold time
+    /// [`DEFAULT_HOLD_TIME`] (keepalive a third), connect retry
+    /// [`DEFAULT_CONNECT_RETRY`], active, no password, no GTSM, not a reflector client,
+    /// both unicast families; callers override fields.
     pub fn new(address: SocketAddr, peer_as: u32) -> PeerConfig {
         PeerConfig {
             address,
@@ -92,9 +103,9 @@ impl PeerConfig {
             local_address: None,
             local_v6: None,
             local_v4: None,
-            hold_time: 90,
+            hold_time: DEFAULT_HOLD_TIME,
             keepalive: None,
-            connect_retry: Duration::from_secs(5),
+            connect_retry: DEFAULT_CONNECT_RETRY,
             passive: false,
             password: None,
             ttl_security: None,

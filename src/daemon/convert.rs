@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use tern_bgp::rib::Best;
-use tern_bgp::speaker::{PeerConfig, SpeakerConfig};
+use tern_bgp::speaker::{PeerConfig, SpeakerConfig, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME};
 use tern_bgp::wire::{Community, Family, LargeCommunity, Origin, PathAttributes};
 use tern_config::cluster::{AddressFamily, NextHopMode};
 use tern_config::daemon::Limits;
@@ -16,10 +16,6 @@ use tern_config::values;
 use tern_fib::{NextHop, Route, RouteKind};
 
 use crate::control::proto::{FibRoute, PathInfo, RouteInfo};
-
-/// Hold time when the BGPPeer sets none (BIRD's default is 240 s; 90 s is the RFC 4271
-/// suggestion and what GoBGP and FRR use, so a dead peer is noticed sooner).
-pub const DEFAULT_HOLD: u16 = 90;
 
 /// The speaker's settings for an intent. Passwords are read from their sources here; a
 /// peer whose password cannot be read is left out (its error, naming the peer and the
@@ -85,12 +81,9 @@ pub fn peer_config(
         local_address: p.source,
         local_v6,
         local_v4,
-        hold_time: secs(p.hold).unwrap_or(DEFAULT_HOLD),
+        hold_time: secs(p.hold).unwrap_or(DEFAULT_HOLD_TIME),
         keepalive: secs(p.keepalive),
-        // Short, so a node whose peers started a moment after it (their listener not
-        // up yet: the connection was refused) reconverges in seconds; long enough
-        // for a SYN retransmission on a lossy link (1 s) to complete.
-        connect_retry: Duration::from_secs(3),
+        connect_retry: DEFAULT_CONNECT_RETRY,
         passive: p.passive,
         password,
         ttl_security: p.ttl_security,
