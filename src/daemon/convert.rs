@@ -199,44 +199,60 @@ pub fn route_info(
     }
     RouteInfo {
         prefix: prefix.to_string(),
-        best: PathInfo {
-            next_hops: if b.source.local {
+        best: path_info(
+            a,
+            if b.source.local {
                 vec!["local".into()]
             } else {
                 next_hops
             },
-            as_path: a
-                .as_path
-                .as_ref()
-                .map(|p| p.to_string())
-                .unwrap_or_default(),
-            origin: match a.origin {
-                Some(Origin::Igp) | None => "igp",
-                Some(Origin::Egp) => "egp",
-                Some(_) => "incomplete",
-            }
-            .into(),
-            local_pref: a.local_pref,
-            med: a.med,
-            communities: a
-                .communities
-                .iter()
-                .map(|c| format!("{}:{}", c.0 >> 16, c.0 & 0xffff))
-                .collect(),
-            large_communities: a
-                .large_communities
-                .iter()
-                .map(|c| format!("{}:{}:{}", c.global, c.local1, c.local2))
-                .collect(),
-            peer: if b.source.local {
+            if b.source.local {
                 "local".into()
             } else {
                 b.source.address.to_string()
             },
-            source: source.into(),
-        },
+            source,
+        ),
         ecmp: best.multipath.len() > 1,
         installed,
+    }
+}
+
+/// One path's attributes as the CLI shows them (`tern routes`, `--advertised`): the one
+/// place they are turned into text.
+pub fn path_info(
+    a: &PathAttributes,
+    next_hops: Vec<String>,
+    peer: String,
+    source: &str,
+) -> PathInfo {
+    PathInfo {
+        next_hops,
+        as_path: a
+            .as_path
+            .as_ref()
+            .map(|p| p.to_string())
+            .unwrap_or_default(),
+        origin: match a.origin {
+            Some(Origin::Igp) | None => "igp",
+            Some(Origin::Egp) => "egp",
+            Some(_) => "incomplete",
+        }
+        .into(),
+        local_pref: a.local_pref,
+        med: a.med,
+        communities: a
+            .communities
+            .iter()
+            .map(|c| format!("{}:{}", c.0 >> 16, c.0 & 0xffff))
+            .collect(),
+        large_communities: a
+            .large_communities
+            .iter()
+            .map(|c| format!("{}:{}:{}", c.global, c.local1, c.local2))
+            .collect(),
+        peer,
+        source: source.into(),
     }
 }
 

@@ -347,37 +347,14 @@ impl DaemonHandler {
 
 /// One Adj-RIB-Out entry as a `tern routes --advertised` row.
 fn advertised_info(prefix: IpNet, e: &Exported, peer: IpAddr) -> crate::control::proto::RouteInfo {
-    let a = &e.attrs;
     crate::control::proto::RouteInfo {
         prefix: prefix.to_string(),
-        best: crate::control::proto::PathInfo {
-            next_hops: vec![e.next_hop.to_string()],
-            as_path: a
-                .as_path
-                .as_ref()
-                .map(|p| p.to_string())
-                .unwrap_or_default(),
-            origin: match a.origin {
-                Some(tern_bgp::wire::Origin::Igp) | None => "igp",
-                Some(tern_bgp::wire::Origin::Egp) => "egp",
-                Some(_) => "incomplete",
-            }
-            .into(),
-            local_pref: a.local_pref,
-            med: a.med,
-            communities: a
-                .communities
-                .iter()
-                .map(|c| format!("{}:{}", c.0 >> 16, c.0 & 0xffff))
-                .collect(),
-            large_communities: a
-                .large_communities
-                .iter()
-                .map(|c| format!("{}:{}:{}", c.global, c.local1, c.local2))
-                .collect(),
-            peer: peer.to_string(),
-            source: "advertised".into(),
-        },
+        best: super::convert::path_info(
+            &e.attrs,
+            vec![e.next_hop.to_string()],
+            peer.to_string(),
+            "advertised",
+        ),
         ecmp: false,
         installed: false,
     }
