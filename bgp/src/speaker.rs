@@ -205,10 +205,23 @@ pub struct PeerStats {
     pub received: u64,
 }
 
+/// What the speaker tells whoever installs routes, on a channel of its own (see
+/// [`spawn_routed`]) so that routes do not queue behind the owner's other work.
+#[derive(Debug)]
+pub enum RibNews {
+    /// Loc-RIB changes.
+    Changes(Vec<BestChange>),
+    /// The Loc-RIB is complete: at once when we did not restart, else when our
+    /// graceful restart is over (End-of-RIB from every peer, or the selection deferral
+    /// timer). Routes an earlier run left in the kernel and nobody wants may go now.
+    Converged,
+}
+
 /// What the speaker reports.
 #[derive(Debug)]
 pub enum SpeakerEvent {
-    /// Loc-RIB changes (for the FIB).
+    /// Loc-RIB changes (for the FIB), when the speaker was started with [`spawn`];
+    /// [`spawn_routed`] sends them as [`RibNews::Changes`] instead.
     Routes(Vec<BestChange>),
     /// A session came up.
     PeerUp(SocketAddr, Box<Negotiated>),
@@ -264,10 +277,29 @@ struct Peer {
     malformed_seen: Vec<(u8, u8)>,
 }
 
-/// Starts the speaker; returns its command channel. Sessions start at once.
+/// Starts the speaker; returns its command channel. Sessions start at once. Loc-RIB
+/// changes come as [`SpeakerEvent::Routes`] among the other events.
 pub async fn spawn(
     cfg: SpeakerConfig,
     events: mpsc::Sender<SpeakerEvent>,
+) -> std::io::Result<mpsc::Sender<SpeakerCommand>> {
+    start(cfg, events, None).await
+}
+
+/// Starts the speaker with Loc-RIB changes on their own channel, for a FIB task that
+/// takes them straight from the speaker.
+pub async fn spawn_routed(
+    cfg: SpeakerConfig,
+    events: mpsc::Sender<SpeakerEvent>,
+    routes: mpsc::Sender<RibNews>,
+) -> std::io::Result<mpsc::Sender<SpeakerCommand>> {
+    start(cfg, events, Some(routes)).await
+}
+
+async fn start(
+    cfg: SpeakerConfig,
+    events: mpsc::Sender<SpeakerEvent>,
+    routes: Option<mpsc::Sender<RibNews>>,
 ) -> std::io::Result<mpsc::Sender<SpeakerCommand>> {
     let (ctx, crx) = mpsc::channel(64);
     let (stx, srx) = mpsc::channel(1024);
@@ -300,7 +332,11 @@ pub async fn spawn(
         .map(|p| Duration::from_secs(u64::from(p.restart_time.unwrap_or(DEFAULT_RESTART_TIME)) / 2))
         .fold(SELECTION_DEFERRAL, Duration::min);
     let own = own_addresses(&cfg.router_id, cfg.peers.iter());
+    if let (Some(r), false) = (&routes, cfg.restarting) {
+        let _ = r.send(RibNews::Converged).await;
+    }
     let task = Task {
+        routes,
         own,
         rib: Rib::new(cfg.max_paths),
         restarting: cfg.restarting,
@@ -460,6 +496,8 @@ struct Task {
     /// Where session tasks report, for peers added later.
     sessions: mpsc::Sender<SessionEvent>,
     events: mpsc::Sender<SpeakerEvent>,
+    /// Where Loc-RIB changes go when not among the events.
+    routes: Option<mpsc::Sender<RibNews>>,
     me: Arc<PeerSource>,
     /// Restart timers of peers we help through a graceful restart report here.
     restart_timers: mpsc::Sender<(IpAddr, u64)>,
@@ -1009,6 +1047,9 @@ impl Task {
             let caps = capabilities(&p.cfg, self.cfg.local_as, false, true);
             send_soon(&p.handle, Command::SetCapabilities(caps));
         }
+        if let Some(r) = &self.routes {
+            let _ = r.send(RibNews::Converged).await;
+        }
         let _ = self
             .events
             .send(SpeakerEvent::RestartComplete {
@@ -1064,7 +1105,14 @@ impl Task {
             // and the control socket with it, so only the prefixes are noted.
             p.deferred.extend(changes.iter().map(|c| c.prefix));
         }
-        let _ = self.events.send(SpeakerEvent::Routes(changes)).await;
+        match &self.routes {
+            Some(r) => {
+                let _ = r.send(RibNews::Changes(changes)).await;
+            }
+            None => {
+                let _ = self.events.send(SpeakerEvent::Routes(changes)).await;
+            }
+        }
     }
 }
 
