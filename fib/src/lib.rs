@@ -1,23 +1,26 @@
 //! tern-fib: the kernel FIB as tern sees it.
 //!
-//! [`Fib`] is the one interface the daemon uses to program routes and observe the
-//! kernel; backends implement it: `linux` (rtnetlink), [`windows`] (IP Helper) and
-//! [`memory`] (the daemon's unit tests run on it). [`reconcile`] holds the one route
-//! comparison ([`reconcile::same`]: when a kernel route already is the wanted one, so
-//! a restart adopts it), which the daemon's FIB task uses for its per-prefix changes,
-//! and a pure whole-table plan ([`reconcile::reconcile`]) that tests use; the task's
-//! own plan (grace, tunnel) is not yet expressed through it. A refusal carries a
-//! [`FailureKind`], so callers act on kinds, not on errno text.
+//! [`Fib`] is the one interface tern uses to program routes and observe the kernel;
+//! backends implement it: `linux` (rtnetlink), [`windows`] (IP Helper) and [`memory`]
+//! (unit tests run on it). [`task`] is the FIB task, the one owner of the kernel view:
+//! it takes routes straight from their source through a filter the daemon supplies,
+//! and plans every change through [`reconcile`], where the rules live once (adopt a
+//! route already as wanted, keep an earlier run's routes until the restart grace ends,
+//! route IPIP next hops through the tunnel device, retry refusals, put back routes
+//! the kernel lost). Restart behaviour is tested through the task on the memory
+//! backend, on a paused clock. A refusal carries a [`FailureKind`], so callers act on
+//! kinds, not on errno text.
 //!
 //! The trait is async (returning `impl Future`), because the real backends wait on the
-//! kernel's acknowledgements; a backend is owned by one task (the daemon's FIB task,
-//! docs/architecture.md), so methods take `&mut self` and need no locking.
+//! kernel's acknowledgements; a backend is owned by one task (the FIB task), so methods
+//! take `&mut self` and need no locking.
 
 pub mod diag;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod memory;
 pub mod reconcile;
+pub mod task;
 mod types;
 pub mod windows;
 

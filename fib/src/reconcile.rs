@@ -1,16 +1,32 @@
-//! Reconcile: the changes that turn the kernel's tern routes into the wanted ones.
+//! Reconcile: the changes that turn the kernel's tern routes into the wanted ones, and
+//! the rules the FIB task lives by, each written once here:
+//!
+//! - **adopt**: a kernel route already as wanted ([`same`]) gets no change, so a
+//!   restart does not churn the FIB; a different one is replaced in place; a missing
+//!   one is added without replacing (another protocol's route with the same key is
+//!   refused by the kernel, not overwritten);
+//! - **grace**: routes nobody wants are deleted only once the caller says the restart
+//!   grace is over ([`Unwanted`]); the FIB task keeps only those found at start;
+//! - **tunnel**: an on-link next hop with no interface goes out through
+//!   [`TUNNEL_DEVICE`] ([`tunnel`]);
+//! - **retry**: refusals are remembered per prefix and tried again ([`Refusals`]); a
+//!   delete the kernel answers "not found" is done ([`settle`]);
+//! - **repair**: a wanted route the kernel lost is put back ([`repair`]).
 //!
 //! Pure: wanted routes and the kernel's routes carrying tern's protocol in, a plan out.
-//! Identical routes are adopted (no change, so a restart does not churn the FIB);
-//! different ones are replaced in place; routes no longer wanted are deleted only once
-//! the caller says the graceful-restart period is over — until then they stay and
-//! keep forwarding. Routes of other protocols never reach this function.
+//! Routes of other protocols never reach these functions.
 
-use std::collections::BTreeMap;
+mod refusals;
+pub mod tunnel;
+
+pub use refusals::{settle, Refusals, Settled};
+pub use tunnel::TUNNEL_DEVICE;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use ipnet::IpNet;
 
-use crate::{Route, RouteChange, RouteKind};
+use crate::{Route, RouteChange, RouteFailure, RouteKind};
 
 /// What reconcile decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,7 +42,7 @@ pub struct Plan {
 /// Whether the kernel's route `have` forwards as the wanted route `want` does: ECMP
 /// members in any order, and an interface the kernel filled in itself (tern gave only
 /// the gateway) is no difference, or every restart would rewrite every route. The one
-/// comparison of the FIB (the daemon's FIB task uses it too).
+/// comparison of the FIB.
 pub fn same(want: &Route, have: &Route) -> bool {
     if want.prefix != have.prefix || want.metric != have.metric || want.table != have.table {
         return false;
@@ -52,6 +68,38 @@ pub fn same(want: &Route, have: &Route) -> bool {
     }
 }
 
+/// What to do about one key: the adopt and grace rules in one place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The kernel's route is the wanted one: nothing to send.
+    Adopt,
+    /// Send this change.
+    Change(RouteChange),
+    /// Not wanted, but kept: the restart grace protects it.
+    KeepStale,
+    /// Neither wanted nor in the kernel.
+    Nothing,
+}
+
+/// The decision for one key: `want` (as the kernel should have it) against `have`
+/// (tern's route in the kernel). `keep_unwanted` says the grace protects `have`.
+pub fn decide(want: Option<&Route>, have: Option<&Route>, keep_unwanted: bool) -> Decision {
+    match (want, have) {
+        (Some(w), Some(h)) if same(w, h) => Decision::Adopt,
+        (Some(w), Some(_)) => Decision::Change(RouteChange::Replace(w.clone())),
+        // Not ours in the kernel yet: add without replacing, so a route of another
+        // protocol with the same key (a connected subnet, an admin's static route) is
+        // refused by the kernel (EEXIST, reported) rather than overwritten.
+        (Some(w), None) => Decision::Change(RouteChange::Add(w.clone())),
+        (None, Some(_)) if keep_unwanted => Decision::KeepStale,
+        (None, Some(h)) => Decision::Change(RouteChange::Delete {
+            prefix: h.prefix,
+            table: h.table,
+        }),
+        (None, None) => Decision::Nothing,
+    }
+}
+
 /// Plans the changes from `kernel` (tern's routes as found) to `wanted`.
 /// `remove_unwanted` is false while graceful restart is in progress.
 pub fn reconcile(wanted: &[Route], kernel: &[Route], remove_unwanted: bool) -> Plan {
@@ -59,43 +107,89 @@ pub fn reconcile(wanted: &[Route], kernel: &[Route], remove_unwanted: bool) -> P
         kernel.iter().map(|r| ((r.table, r.prefix), r)).collect();
     let want: BTreeMap<(u32, IpNet), &Route> =
         wanted.iter().map(|r| ((r.table, r.prefix), r)).collect();
+    let keys: BTreeSet<(u32, IpNet)> = have.keys().chain(want.keys()).copied().collect();
     let mut plan = Plan::default();
-    let mut changes: BTreeMap<(u32, IpNet), RouteChange> = BTreeMap::new();
-    for (key, w) in &want {
-        match have.get(key) {
-            Some(h) if same(w, h) => plan.adopted += 1,
-            Some(_) => {
-                changes.insert(*key, RouteChange::Replace((*w).clone()));
-            }
-            None => {
-                changes.insert(*key, RouteChange::Add((*w).clone()));
-            }
+    for key in keys {
+        let (w, h) = (want.get(&key).copied(), have.get(&key).copied());
+        match decide(w, h, !remove_unwanted) {
+            Decision::Adopt => plan.adopted += 1,
+            Decision::Change(c) => plan.changes.push(c),
+            Decision::KeepStale => plan.kept_stale.push(key.1),
+            Decision::Nothing => {}
         }
     }
-    for key in have.keys().filter(|k| !want.contains_key(k)) {
-        if remove_unwanted {
-            changes.insert(
-                *key,
-                RouteChange::Delete {
-                    prefix: key.1,
-                    table: key.0,
-                },
-            );
-        } else {
-            plan.kept_stale.push(key.1);
-        }
-    }
-    plan.changes = changes.into_values().collect();
     plan
+}
+
+/// Which unwanted tern routes the restart grace protects.
+#[derive(Debug, Clone, Copy)]
+pub enum Unwanted<'a> {
+    /// None: the grace is over, unwanted routes go.
+    Delete,
+    /// Only these (the routes found in the kernel at start and not wanted since): a
+    /// route this run wanted and then withdrew goes at once, grace or not.
+    KeepOnly(&'a BTreeSet<IpNet>),
+}
+
+impl Unwanted<'_> {
+    fn keeps(&self, p: &IpNet) -> bool {
+        match self {
+            Unwanted::Delete => false,
+            Unwanted::KeepOnly(set) => set.contains(p),
+        }
+    }
+}
+
+/// The FIB task's plan for some prefixes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrefixPlan {
+    /// Changes to send to the kernel, in prefix order.
+    pub changes: Vec<RouteChange>,
+    /// Wanted routes that cannot be sent (no tunnel device): refusals of our own.
+    pub refused: Vec<RouteFailure>,
+    /// Prefixes neither wanted nor in the kernel: an old refusal no longer matters.
+    pub settled: Vec<IpNet>,
+}
+
+/// Plans `prefixes` for a task that keeps tern's routes by prefix: `wanted` as the
+/// daemon asked (tunnel next hops still open), `kernel` as the kernel has them,
+/// `unwanted` the grace rule, `tunnel` the tunnel device's index if it exists.
+pub fn plan(
+    prefixes: &[IpNet],
+    wanted: &BTreeMap<IpNet, Route>,
+    kernel: &BTreeMap<IpNet, Route>,
+    unwanted: Unwanted<'_>,
+    tunnel: Option<u32>,
+) -> PrefixPlan {
+    let mut out = PrefixPlan::default();
+    for p in prefixes {
+        let resolved = match wanted.get(p).map(|w| tunnel::resolve(w, tunnel)) {
+            Some(Ok(w)) => Some(w),
+            Some(Err(f)) => {
+                out.refused.push(f);
+                continue;
+            }
+            None => None,
+        };
+        match decide(resolved.as_deref(), kernel.get(p), unwanted.keeps(p)) {
+            Decision::Change(c) => out.changes.push(c),
+            Decision::Nothing => out.settled.push(*p),
+            Decision::Adopt | Decision::KeepStale => {}
+        }
+    }
+    out
 }
 
 /// A tern route the kernel reports removed: if it is still wanted and nobody asked for
 /// its removal, the change that puts it back (someone ran `ip route del`, or an
 /// interface went down and took it along).
+///
+/// An add, not a replace: when the route went because another protocol's route took
+/// its key, the kernel refuses the add (reported) instead of tern overwriting it.
 pub fn repair(wanted: Option<&Route>, removed: &Route) -> Option<RouteChange> {
     match wanted {
         Some(w) if w.prefix == removed.prefix && w.table == removed.table => {
-            Some(RouteChange::Replace(w.clone()))
+            Some(RouteChange::Add(w.clone()))
         }
         _ => None,
     }
@@ -204,7 +298,7 @@ mod tests {
     #[test]
     fn a_removed_route_is_put_back_only_when_still_wanted() {
         let w = r("198.18.1.0/26", &["198.51.100.2"]);
-        assert_eq!(repair(Some(&w), &w), Some(RouteChange::Replace(w.clone())));
+        assert_eq!(repair(Some(&w), &w), Some(RouteChange::Add(w.clone())));
         assert_eq!(repair(None, &w), None);
         let other = r("198.18.2.0/26", &["198.51.100.2"]);
         assert_eq!(repair(Some(&other), &w), None);

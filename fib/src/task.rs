@@ -1,0 +1,480 @@
+//! The FIB task: the one owner of the kernel view. Routes reach it straight from their
+//! source (the daemon: the BGP speaker's Loc-RIB news, through a [`RouteFilter`] the
+//! daemon supplies), the daemon's own wants (blackholes of its blocks) and questions
+//! arrive as [`FibMsg`]. It plans through [`crate::reconcile`] (adopt, grace, tunnel,
+//! retry, repair), so it sends the kernel only what differs from what is already there:
+//! a restart adopts the routes it left behind instead of deleting and re-adding them.
+//!
+//! One grace clock: tern routes found in the kernel at start and not wanted since stay
+//! until the source says its table is complete ([`Routes::Converged`]; for BGP, when
+//! our graceful restart is over). The task publishes whether that grace still runs.
+
+mod news;
+pub mod report;
+#[cfg(test)]
+mod tests;
+
+pub use news::KernelNews;
+pub use report::{FibReply, FibRoute};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use crate::diag::{Finding, PeerFacts, Resolution};
+use crate::reconcile::{self, repair, settle, tunnel, Refusals, Unwanted, TUNNEL_DEVICE};
+use crate::{Fib, Route, RouteChange, RouteFailure};
+
+/// How often routes the kernel refused are tried again (an interface or an address
+/// may have come back since).
+pub const RETRY: Duration = Duration::from_secs(10);
+/// Least time between two re-reads of the kernel's routes.
+const RESYNC_GAP: Duration = Duration::from_secs(1);
+
+/// A FIB backend plus the one question diagnostics ask that [`Fib`] does not.
+pub trait Backend: Fib + Send + 'static {
+    /// How the kernel reaches `addr` (`ip route get`), when the platform can tell.
+    fn resolve(&self, addr: IpAddr) -> impl Future<Output = Option<Resolution>> + Send;
+}
+
+#[cfg(target_os = "linux")]
+impl Backend for crate::linux::LinuxFib {
+    async fn resolve(&self, addr: IpAddr) -> Option<Resolution> {
+        self.route_to(addr).await.ok().flatten()
+    }
+}
+
+impl Backend for crate::memory::MemoryFib {
+    async fn resolve(&self, _addr: IpAddr) -> Option<Resolution> {
+        None
+    }
+}
+
+#[cfg(windows)]
+impl Backend for crate::windows::WindowsFib {
+    async fn resolve(&self, addr: IpAddr) -> Option<Resolution> {
+        self.route_to(addr)
+    }
+}
+
+/// What the route source's news means to the FIB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Routes {
+    /// Wanted routes changed: `None` means the prefix is no longer wanted.
+    Want(Vec<(IpNet, Option<Route>)>),
+    /// The source's table is complete: the restart grace is over.
+    Converged,
+}
+
+/// Turns the route source's news into [`Routes`]; called by the FIB task for each
+/// message, so routes never wait on another task. The daemon's leaves out its own
+/// prefixes and converts BGP paths with the current encapsulation.
+pub trait RouteFilter: Send + 'static {
+    /// The source's messages.
+    type News: Send + 'static;
+    /// The news as wanted routes (or the end of the grace).
+    fn filter(&mut self, news: Self::News) -> Routes;
+    /// A wanted route as the current policy shapes it, when that differs (an IP pool's
+    /// encapsulation changed); see [`FibMsg::Reshape`].
+    fn reshape(&mut self, route: &Route) -> Option<Route>;
+}
+
+/// What the daemon asks of the FIB task.
+#[derive(Debug)]
+pub enum FibMsg {
+    /// Wanted routes changed: `None` means the prefix is no longer wanted.
+    Want(Vec<(IpNet, Option<Route>)>),
+    /// The policy behind [`RouteFilter::reshape`] changed: every wanted route is
+    /// passed through it again and those that differ are changed in the kernel.
+    Reshape,
+    /// `tern fib`.
+    Report(oneshot::Sender<FibReply>),
+    /// `tern diagnose`: peers to check.
+    Diagnose(Vec<PeerFacts>, oneshot::Sender<Vec<Finding>>),
+    /// Prefixes installed, for `tern routes`.
+    Installed(oneshot::Sender<Vec<IpNet>>),
+    /// How many of tern's routes an earlier run left in the kernel (found at start):
+    /// non-zero means we restart with our forwarding state kept.
+    Adopted(oneshot::Sender<usize>),
+}
+
+/// The FIB task's inputs.
+pub struct Inputs<F: RouteFilter> {
+    /// The daemon's messages; the task ends when this closes.
+    pub commands: mpsc::Receiver<FibMsg>,
+    /// The route source's news (it may start later, or stop: then only commands come).
+    pub routes: mpsc::Receiver<F::News>,
+    /// Turns `routes` into wanted routes.
+    pub filter: F,
+    /// What the kernel did behind the task's back.
+    pub kernel: Arc<KernelNews>,
+    /// Set to false when the restart grace ends (`tern status`, readiness).
+    pub grace: watch::Sender<bool>,
+}
+
+pub(crate) struct Task<B: Backend> {
+    pub(crate) backend: B,
+    pub(crate) wanted: BTreeMap<IpNet, Route>,
+    /// tern's routes as the kernel has them (as far as this task knows).
+    pub(crate) kernel: BTreeMap<IpNet, Route>,
+    pub(crate) refusals: Refusals,
+    /// Routes found in the kernel at start (an earlier run's) and not wanted since:
+    /// the only ones the restart grace protects.
+    adopted: BTreeSet<IpNet>,
+    /// How many routes of ours were in the kernel at start.
+    found_at_start: usize,
+    grace: bool,
+    /// Duration of the last kernel batch.
+    pub(crate) last_apply: Duration,
+    /// Index of [`TUNNEL_DEVICE`], looked up when a route needs it; forgotten on each
+    /// re-read (interfaces change), so a re-created tunnel is found again.
+    tunnel: Option<u32>,
+}
+
+/// Runs the FIB task until the daemon's command channel closes. Starts by reading
+/// tern's routes from the kernel; they stay until wanted again (adopted) or until the
+/// source says [`Routes::Converged`]. When [`KernelNews`] says the kernel may have
+/// changed behind its back it re-reads tern's routes and puts back what is missing, at
+/// most once a second. Routes the kernel refused are retried every [`RETRY`].
+pub async fn run<B: Backend, F: RouteFilter>(mut backend: B, inputs: Inputs<F>) {
+    let Inputs {
+        mut commands,
+        mut routes,
+        mut filter,
+        kernel: news,
+        grace,
+    } = inputs;
+    let kernel: BTreeMap<IpNet, Route> = match backend.own_routes().await {
+        Ok(r) => {
+            if !r.is_empty() {
+                tracing::info!(
+                    routes = r.len(),
+                    "found tern routes in the kernel from an earlier run; keeping them while peers reconverge"
+                );
+            }
+            r.into_iter().map(|r| (r.prefix, r)).collect()
+        }
+        Err(e) => {
+            tracing::error!("cannot read tern's routes from the kernel: {e}");
+            BTreeMap::new()
+        }
+    };
+    let mut t = Task {
+        backend,
+        wanted: BTreeMap::new(),
+        adopted: kernel.keys().copied().collect(),
+        found_at_start: kernel.len(),
+        kernel,
+        refusals: Refusals::default(),
+        grace: true,
+        last_apply: Duration::ZERO,
+        tunnel: None,
+    };
+    // A command taken off the queue while coalescing that was not a route batch: it
+    // is handled next, in order, never dropped.
+    let mut pending: Option<FibMsg> = None;
+    let mut routes_open = true;
+    let mut retry = tokio::time::interval_at(Instant::now() + RETRY, RETRY);
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last_resync = Instant::now()
+        .checked_sub(RESYNC_GAP)
+        .unwrap_or_else(Instant::now);
+    let mut resync_due: Option<Instant> = None;
+    loop {
+        let msg = match pending.take() {
+            Some(m) => m,
+            None => tokio::select! {
+                m = commands.recv() => match m {
+                    Some(m) => m,
+                    None => break,
+                },
+                n = routes.recv(), if routes_open => {
+                    match n {
+                        Some(n) => t.on_routes(filter.filter(n), &mut routes, &mut filter, &grace).await,
+                        None => routes_open = false,
+                    }
+                    continue;
+                }
+                () = news.notify.notified() => {
+                    // Our own deletions come back as removals: only a removed route
+                    // we still count as installed means someone else took it. A burst
+                    // of such news makes one re-read, at most one a second, and route
+                    // batches keep flowing meanwhile.
+                    let (full, removed) = news.take();
+                    let ours = removed.iter().filter(|p| t.kernel.contains_key(p)).count();
+                    if full || ours > 0 {
+                        tracing::debug!(full, removed = removed.len(), ours, "kernel re-read due");
+                        resync_due.get_or_insert_with(|| (last_resync + RESYNC_GAP).max(Instant::now()));
+                    }
+                    continue;
+                }
+                () = async {
+                    match resync_due {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    resync_due = None;
+                    let t0 = Instant::now();
+                    t.resync().await;
+                    // A re-read of a million routes takes seconds: space them so
+                    // they never take more than a fifth of the time.
+                    last_resync = Instant::now() + (t0.elapsed() * 4).saturating_sub(RESYNC_GAP);
+                    continue;
+                }
+                _ = retry.tick(), if !t.refusals.is_empty() => {
+                    t.sync(&t.refusals.due()).await;
+                    continue;
+                }
+            },
+        };
+        match msg {
+            FibMsg::Want(mut batch) => {
+                // Coalesce the route batches queued behind this one into one pass.
+                while let Ok(next) = commands.try_recv() {
+                    match next {
+                        FibMsg::Want(more) => batch.extend(more),
+                        other => {
+                            pending = Some(other);
+                            break;
+                        }
+                    }
+                }
+                t.want(batch).await;
+            }
+            FibMsg::Reshape => {
+                let batch: Vec<(IpNet, Option<Route>)> = t
+                    .wanted
+                    .values()
+                    .filter_map(|r| filter.reshape(r).map(|n| (r.prefix, Some(n))))
+                    .collect();
+                t.want(batch).await;
+            }
+            FibMsg::Report(reply) => {
+                let _ = reply.send(t.report().await);
+            }
+            FibMsg::Diagnose(peers, reply) => {
+                let _ = reply.send(t.diagnose(&peers).await);
+            }
+            FibMsg::Adopted(reply) => {
+                let _ = reply.send(t.found_at_start);
+            }
+            FibMsg::Installed(reply) => {
+                let _ = reply.send(t.installed());
+            }
+        }
+    }
+}
+
+impl<B: Backend> Task<B> {
+    /// Route news: this message and those queued behind it in one kernel batch; the
+    /// end of the grace after them, so routes the source re-learnt are adopted first.
+    async fn on_routes<F: RouteFilter>(
+        &mut self,
+        first: Routes,
+        routes: &mut mpsc::Receiver<F::News>,
+        filter: &mut F,
+        grace: &watch::Sender<bool>,
+    ) {
+        let mut batch = Vec::new();
+        let mut converged = false;
+        let mut take = |r: Routes| match r {
+            Routes::Want(w) => batch.extend(w),
+            Routes::Converged => converged = true,
+        };
+        take(first);
+        while let Ok(n) = routes.try_recv() {
+            take(filter.filter(n));
+        }
+        self.want(batch).await;
+        if converged {
+            self.end_grace(grace).await;
+        }
+    }
+
+    /// Records wanted-route changes and brings the kernel in line, in one batch (the
+    /// backend pipelines it).
+    async fn want(&mut self, batch: Vec<(IpNet, Option<Route>)>) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut touched = BTreeSet::new();
+        for (p, r) in batch {
+            match r {
+                Some(r) => {
+                    self.adopted.remove(&p);
+                    self.wanted.insert(p, r)
+                }
+                None => self.wanted.remove(&p),
+            };
+            touched.insert(p);
+        }
+        let touched: Vec<IpNet> = touched.into_iter().collect();
+        self.sync(&touched).await;
+    }
+
+    /// The restart grace is over: tern's routes nobody wants go.
+    async fn end_grace(&mut self, grace: &watch::Sender<bool>) {
+        if !self.grace {
+            return;
+        }
+        self.grace = false;
+        self.adopted.clear();
+        grace.send_replace(false);
+        let stale: Vec<IpNet> = self
+            .kernel
+            .keys()
+            .filter(|p| !self.wanted.contains_key(p))
+            .copied()
+            .collect();
+        if stale.is_empty() {
+            tracing::debug!("routes complete: restart grace over");
+        } else {
+            tracing::info!(
+                routes = stale.len(),
+                "routes complete, restart grace over: removing tern routes no longer wanted"
+            );
+        }
+        self.sync(&stale).await;
+    }
+
+    /// Finds the tunnel device when a route among `prefixes` needs it and it is not
+    /// known yet.
+    async fn find_tunnel(&mut self, prefixes: &[IpNet]) {
+        let needed = prefixes
+            .iter()
+            .any(|p| self.wanted.get(p).is_some_and(tunnel::needs_tunnel));
+        if self.tunnel.is_some() || !needed {
+            return;
+        }
+        self.tunnel = match self.backend.interfaces().await {
+            Ok(ifs) => ifs
+                .iter()
+                .find(|i| i.name == TUNNEL_DEVICE)
+                .map(|i| i.index),
+            Err(e) => {
+                tracing::warn!("cannot list interfaces to find {TUNNEL_DEVICE}: {e}");
+                None
+            }
+        };
+    }
+
+    /// Records a refusal, logging it once (and again only if the reason changes).
+    fn refused(&mut self, f: RouteFailure) {
+        let (prefix, change, reason) = (f.prefix, f.change, f.reason.clone());
+        if self.refusals.record(f) {
+            tracing::warn!(prefix = %prefix, "the kernel refused to {change} the route: {reason}");
+        }
+    }
+
+    /// Brings the kernel in line with `wanted` for `prefixes`.
+    async fn sync(&mut self, prefixes: &[IpNet]) {
+        self.find_tunnel(prefixes).await;
+        let unwanted = if self.grace {
+            Unwanted::KeepOnly(&self.adopted)
+        } else {
+            Unwanted::Delete
+        };
+        let plan = reconcile::plan(prefixes, &self.wanted, &self.kernel, unwanted, self.tunnel);
+        for p in &plan.settled {
+            self.refusals.clear(p);
+        }
+        for f in plan.refused {
+            self.refused(f);
+        }
+        self.apply(plan.changes).await;
+    }
+
+    /// Sends `changes` to the kernel and records what it did.
+    async fn apply(&mut self, changes: Vec<RouteChange>) {
+        if changes.is_empty() {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let n = changes.len();
+        let report = self.backend.apply(changes.clone()).await;
+        self.last_apply = t0.elapsed();
+        tracing::debug!(
+            changes = n,
+            seconds = self.last_apply.as_secs_f64(),
+            "kernel batch applied"
+        );
+        let settled = settle(changes, report);
+        for f in settled.refused {
+            self.refused(f);
+        }
+        for c in settled.done {
+            let p = c.prefix();
+            if self.refusals.clear(&p) {
+                tracing::info!(prefix = %p, "the kernel accepted the route it refused before");
+            }
+            match c {
+                RouteChange::Add(r) | RouteChange::Replace(r) => {
+                    self.kernel.insert(p, r);
+                }
+                RouteChange::Delete { .. } => {
+                    self.kernel.remove(&p);
+                }
+            }
+        }
+    }
+
+    /// Re-reads tern's routes from the kernel and brings it back in line: wanted routes
+    /// it lost are put back ([`repair`]), the rest is planned as usual.
+    async fn resync(&mut self) {
+        // Interfaces may have changed too: look the tunnel up again when needed.
+        self.tunnel = None;
+        let fresh: BTreeMap<IpNet, Route> = match self.backend.own_routes().await {
+            Ok(r) => r.into_iter().map(|r| (r.prefix, r)).collect(),
+            Err(e) => {
+                tracing::warn!("cannot re-read tern's routes from the kernel: {e}");
+                return;
+            }
+        };
+        let all: Vec<IpNet> = self
+            .wanted
+            .keys()
+            .chain(self.kernel.keys())
+            .chain(fresh.keys())
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        self.find_tunnel(&all).await;
+        let mut back = Vec::new();
+        for (p, old) in self.kernel.iter().filter(|(p, _)| !fresh.contains_key(p)) {
+            let want = self.wanted.get(p).map(|w| tunnel::resolve(w, self.tunnel));
+            if let Some(c) = want
+                .and_then(Result::ok)
+                .and_then(|w| repair(Some(&w), old))
+            {
+                back.push(c);
+            }
+        }
+        if !back.is_empty() {
+            tracing::warn!(
+                routes = back.len(),
+                "tern routes vanished from the kernel (a link went down, or someone removed them); putting them back"
+            );
+        }
+        // Entries the kernel confirms stay as they are; only differences are taken
+        // from the dump, which is then dropped whole: keeping a million freshly
+        // parsed routes scattered among the parser's freed buffers kept the resident
+        // size 30 MB higher after one re-read of 100,000 routes.
+        self.kernel
+            .retain(|p, r| fresh.get(p).is_some_and(|f| reconcile::same(r, f)));
+        for (p, f) in fresh {
+            self.kernel.entry(p).or_insert(f);
+        }
+        let repaired: BTreeSet<IpNet> = back.iter().map(RouteChange::prefix).collect();
+        let rest: Vec<IpNet> = all.into_iter().filter(|p| !repaired.contains(p)).collect();
+        self.apply(back).await;
+        self.sync(&rest).await;
+    }
+}

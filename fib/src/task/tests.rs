@@ -1,0 +1,345 @@
+//! The FIB task on the in-memory kernel, on a paused tokio clock: the retry and
+//! re-read timers run in virtual time, so nothing here sleeps in real time.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::future::{ready, Future};
+use std::sync::Mutex;
+
+use futures::FutureExt;
+
+use super::*;
+use crate::memory::MemoryFib;
+use crate::{ApplyReport, FibError, Interface, Neighbour, NextHop, RouteKind};
+
+/// The in-memory kernel, shared so a test can change it behind the task's back.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<MemoryFib>>);
+
+impl Fib for Shared {
+    fn apply(&mut self, changes: Vec<RouteChange>) -> impl Future<Output = ApplyReport> + Send {
+        ready(self.0.lock().unwrap().apply_now(changes))
+    }
+    fn own_routes(&mut self) -> impl Future<Output = Result<Vec<Route>, FibError>> + Send {
+        ready(Ok(self.0.lock().unwrap().routes().cloned().collect()))
+    }
+    fn interfaces(&mut self) -> impl Future<Output = Result<Vec<Interface>, FibError>> + Send {
+        let mut g = self.0.lock().unwrap();
+        ready(g.interfaces().now_or_never().unwrap())
+    }
+    fn neighbours(&mut self) -> impl Future<Output = Result<Vec<Neighbour>, FibError>> + Send {
+        let mut g = self.0.lock().unwrap();
+        ready(g.neighbours().now_or_never().unwrap())
+    }
+}
+
+impl Backend for Shared {
+    async fn resolve(&self, _addr: IpAddr) -> Option<Resolution> {
+        None
+    }
+}
+
+/// The routes channel carries [`Routes`] as they are.
+struct Identity;
+
+impl RouteFilter for Identity {
+    type News = Routes;
+    fn filter(&mut self, news: Routes) -> Routes {
+        news
+    }
+    fn reshape(&mut self, _route: &Route) -> Option<Route> {
+        None
+    }
+}
+
+struct Harness {
+    commands: mpsc::Sender<FibMsg>,
+    routes: mpsc::Sender<Routes>,
+    news: Arc<KernelNews>,
+    grace: watch::Receiver<bool>,
+    kernel: Shared,
+}
+
+fn start(kernel: Shared) -> Harness {
+    let (commands, crx) = mpsc::channel(8);
+    let (routes, rrx) = mpsc::channel(8);
+    let news = Arc::new(KernelNews::default());
+    let (gtx, grace) = watch::channel(true);
+    tokio::spawn(run(
+        kernel.clone(),
+        Inputs {
+            commands: crx,
+            routes: rrx,
+            filter: Identity,
+            kernel: Arc::clone(&news),
+            grace: gtx,
+        },
+    ));
+    Harness {
+        commands,
+        routes,
+        news,
+        grace,
+        kernel,
+    }
+}
+
+impl Harness {
+    async fn want(&self, p: &Route) {
+        let w = Routes::Want(vec![(p.prefix, Some(p.clone()))]);
+        self.routes.send(w).await.unwrap();
+    }
+    async fn withdraw(&self, p: &Route) {
+        let w = Routes::Want(vec![(p.prefix, None)]);
+        self.routes.send(w).await.unwrap();
+    }
+    async fn report(&self) -> FibReply {
+        // Route news go on their own channel: let the task take them first.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let (tx, rx) = oneshot::channel();
+        self.commands.send(FibMsg::Report(tx)).await.unwrap();
+        rx.await.unwrap()
+    }
+    /// (installed, missing, unexpected) prefixes.
+    async fn state(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let r = self.report().await;
+        let names = |v: &[FibRoute]| v.iter().map(|r| r.prefix.clone()).collect::<Vec<_>>();
+        (names(&r.installed), names(&r.missing), names(&r.unexpected))
+    }
+    fn history(&self) -> Vec<RouteChange> {
+        self.kernel.0.lock().unwrap().history().to_vec()
+    }
+}
+
+fn blackhole(p: &str) -> Route {
+    Route {
+        prefix: p.parse().unwrap(),
+        kind: RouteKind::Blackhole,
+        metric: 0,
+        table: 254,
+    }
+}
+
+fn via(p: &str, gw: &str, onlink: bool) -> Route {
+    Route {
+        prefix: p.parse().unwrap(),
+        kind: RouteKind::Unicast(vec![NextHop {
+            onlink,
+            ..NextHop::via(gw.parse().unwrap())
+        }]),
+        metric: 0,
+        table: 254,
+    }
+}
+
+fn eth0(extra: &[(&str, u32)]) -> Vec<Interface> {
+    let mut v = vec![Interface {
+        index: 2,
+        name: "eth0".into(),
+        up: true,
+        addresses: vec!["198.51.100.10/24".parse().unwrap()],
+    }];
+    for (name, index) in extra {
+        v.push(Interface {
+            index: *index,
+            name: (*name).into(),
+            up: true,
+            addresses: vec![],
+        });
+    }
+    v
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_adopts_the_routes_it_left_without_touching_them() {
+    let kernel = Shared::default();
+    let left = via("198.18.1.0/26", "198.51.100.2", false);
+    {
+        let mut k = kernel.0.lock().unwrap();
+        k.set_interfaces(eth0(&[]));
+        k.preload(left.clone());
+        k.preload(blackhole("198.18.0.0/26"));
+    }
+    let h = start(kernel);
+    let (tx, rx) = oneshot::channel();
+    h.commands.send(FibMsg::Adopted(tx)).await.unwrap();
+    assert_eq!(rx.await.unwrap(), 2);
+    h.want(&left).await;
+    h.commands
+        .send(FibMsg::Want(vec![(
+            "198.18.0.0/26".parse().unwrap(),
+            Some(blackhole("198.18.0.0/26")),
+        )]))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.state().await,
+        (s(&["198.18.0.0/26", "198.18.1.0/26"]), vec![], vec![])
+    );
+    assert!(h.history().is_empty(), "{:?}", h.history());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_grace_keeps_only_the_routes_found_at_start_and_ends_on_convergence() {
+    let kernel = Shared::default();
+    kernel.0.lock().unwrap().preload(blackhole("198.18.9.0/26"));
+    let h = start(kernel);
+    let new = blackhole("198.18.10.0/26");
+    h.want(&new).await;
+    assert_eq!(
+        h.state().await,
+        (s(&["198.18.10.0/26"]), vec![], s(&["198.18.9.0/26"]))
+    );
+    // Withdrawn during the grace: a route this run installed goes at once (a peer
+    // that died and whose graceful restart ran out); the earlier run's stays.
+    h.withdraw(&new).await;
+    assert_eq!(h.state().await, (vec![], vec![], s(&["198.18.9.0/26"])));
+    // However long the grace lasts: only convergence ends it.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(h.state().await, (vec![], vec![], s(&["198.18.9.0/26"])));
+    assert!(*h.grace.borrow());
+    h.routes.send(Routes::Converged).await.unwrap();
+    assert_eq!(h.state().await, (vec![], vec![], vec![]));
+    assert!(!*h.grace.borrow());
+}
+
+#[tokio::test(start_paused = true)]
+async fn routes_learnt_with_convergence_are_adopted_before_the_stale_ones_go() {
+    let kernel = Shared::default();
+    {
+        let mut k = kernel.0.lock().unwrap();
+        k.preload(blackhole("198.18.1.0/26"));
+        k.preload(blackhole("198.18.2.0/26"));
+    }
+    let h = start(kernel);
+    // One burst: the table again, then the end of the restart.
+    h.want(&blackhole("198.18.1.0/26")).await;
+    h.routes.send(Routes::Converged).await.unwrap();
+    assert_eq!(h.state().await, (s(&["198.18.1.0/26"]), vec![], vec![]));
+    let deleted: Vec<_> = h
+        .history()
+        .into_iter()
+        .filter(|c| matches!(c, RouteChange::Delete { .. }))
+        .map(|c| c.prefix().to_string())
+        .collect();
+    assert_eq!(deleted, s(&["198.18.2.0/26"]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_route_is_retried_after_the_retry_time() {
+    let real = std::time::Instant::now();
+    let h = start(Shared::default());
+    // No interface holds the gateway's subnet: the kernel refuses.
+    let r = via("198.18.1.0/26", "198.51.100.2", false);
+    h.want(&r).await;
+    let report = h.report().await;
+    assert_eq!(report.missing.len(), 1, "{report:?}");
+    assert!(
+        report.failures.iter().any(|f| f.contains("198.18.1.0/26")),
+        "{report:?}"
+    );
+    h.kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
+    tokio::time::sleep(RETRY / 2).await;
+    assert_eq!(
+        h.state().await.1,
+        s(&["198.18.1.0/26"]),
+        "retried too early"
+    );
+    tokio::time::sleep(RETRY).await;
+    let report = h.report().await;
+    assert_eq!(report.installed.len(), 1, "{report:?}");
+    assert!(report.failures.is_empty(), "{report:?}");
+    // Minutes of timers went by on the paused clock.
+    assert!(real.elapsed() < RETRY, "the test slept in real time");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ipip_route_waits_for_the_tunnel_device() {
+    let kernel = Shared::default();
+    kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
+    let h = start(kernel);
+    h.want(&via("198.18.1.0/26", "198.51.100.2", true)).await;
+    let report = h.report().await;
+    assert!(
+        report.failures.iter().any(|f| f.contains(TUNNEL_DEVICE)),
+        "{report:?}"
+    );
+    h.kernel
+        .0
+        .lock()
+        .unwrap()
+        .set_interfaces(eth0(&[(TUNNEL_DEVICE, 9)]));
+    tokio::time::sleep(RETRY + Duration::from_secs(1)).await;
+    let installed = h
+        .kernel
+        .0
+        .lock()
+        .unwrap()
+        .routes()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert!(
+        matches!(&installed[..], [r] if matches!(&r.kind, RouteKind::Unicast(hops) if hops[0].interface == Some(9) && hops[0].onlink)),
+        "{installed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_route_the_kernel_lost_behind_our_back_comes_back() {
+    let kernel = Shared::default();
+    kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
+    let h = start(kernel);
+    let r = via("198.18.1.0/26", "198.51.100.2", false);
+    h.want(&r).await;
+    assert_eq!(h.state().await.0, s(&["198.18.1.0/26"]));
+    // `ip route del`, and the watcher's notice of it.
+    let gone = h
+        .kernel
+        .0
+        .lock()
+        .unwrap()
+        .apply_now(vec![RouteChange::Delete {
+            prefix: r.prefix,
+            table: 254,
+        }]);
+    assert!(gone.failed.is_empty());
+    h.news.removed(r.prefix);
+    tokio::time::sleep(RESYNC_GAP * 2).await;
+    assert_eq!(h.state().await, (s(&["198.18.1.0/26"]), vec![], vec![]));
+    let adds = h
+        .history()
+        .iter()
+        .filter(|c| matches!(c, RouteChange::Add(_)))
+        .count();
+    assert_eq!(adds, 2, "{:?}", h.history());
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_protocols_route_in_the_way_is_refused_not_overwritten() {
+    let kernel = Shared::default();
+    kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
+    let h = start(kernel);
+    let (tx, rx) = oneshot::channel();
+    h.commands.send(FibMsg::Adopted(tx)).await.unwrap();
+    assert_eq!(rx.await.unwrap(), 0);
+    // Appears after the start, so not tern's as far as the task knows: the memory
+    // kernel cannot tell protocols apart, so it stands for another protocol's route
+    // with the key tern wants. An add must not replace it.
+    let r = via("198.18.1.0/26", "198.51.100.2", false);
+    h.kernel
+        .0
+        .lock()
+        .unwrap()
+        .preload(via("198.18.1.0/26", "198.51.100.3", false));
+    h.want(&r).await;
+    let report = h.report().await;
+    assert!(
+        report.failures.iter().any(|f| f.contains("File exists")),
+        "{report:?}"
+    );
+    let there = h.kernel.0.lock().unwrap().route(r.prefix, 254).cloned();
+    assert_eq!(there, Some(via("198.18.1.0/26", "198.51.100.3", false)));
+}
