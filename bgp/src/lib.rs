@@ -6,6 +6,7 @@
 //! live in this crate.
 
 pub mod fsm;
+pub mod policy;
 pub mod rib;
 #[cfg(feature = "session")]
 pub mod session;
