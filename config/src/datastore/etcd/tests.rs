@@ -3,7 +3,7 @@
 //! is `config/tests/etcd_store.rs`).
 
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 const BLOCK_KEY: &str = "/calico/ipam/v2/assignment/ipv4/block/198.18.4.0-26";
 const BLOCK6_KEY: &str = "/calico/ipam/v2/assignment/ipv6/block/2001:db8:1::-122";
