@@ -359,7 +359,9 @@ pub enum MatchOperator {
 pub struct Rule {
     /// CIDR and operator.
     pub cidr: Option<(IpNet, MatchOperator)>,
-    /// Prefix length bounds.
+    /// Prefix length bounds as Calico renders them (`net ~ [cidr{min,max}]`): from
+    /// the larger of the CIDR's length and `prefixLength.min`, to the smaller of the
+    /// family's maximum and `prefixLength.max`.
     pub prefix_length: Option<(u8, u8)>,
     /// Only routes learned from BGP peers.
     pub remote_peers_only: bool,
@@ -367,10 +369,27 @@ pub struct Rule {
     pub interface: Option<String>,
     /// Only for eBGP (true) or iBGP (false) peers.
     pub ebgp: Option<bool>,
-    /// Communities the route must carry.
+    /// The community the route must carry (Calico allows one).
     pub communities: Vec<Community>,
+    /// The AS_PATH must begin with these ASes (`asPathPrefix`, Calico v3.32).
+    pub as_path_prefix: Vec<u32>,
+    /// The route's priority (kernel metric) must be this (`priority`, v3.32).
+    pub priority: Option<u32>,
+    /// Changes made to a route the rule accepts, in order (`operations`, v3.32).
+    pub operations: Vec<Operation>,
     /// What to do on a match.
     pub action: Action,
+}
+
+/// A change a BGPFilter rule makes to a route it accepts (Calico v3.32).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// `addCommunity`: add a standard or large community.
+    AddCommunity(Community),
+    /// `prependASPath`: put these ASes in front of the AS_PATH, in this order.
+    PrependAsPath(Vec<u32>),
+    /// `setPriority`: set the route's priority (kernel metric).
+    SetPriority(u32),
 }
 
 /// A validated BGPFilter.

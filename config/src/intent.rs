@@ -214,6 +214,9 @@ pub struct Intent {
     pub pools: Vec<Pool>,
     /// Interface patterns never learned from.
     pub ignored_interfaces: Vec<String>,
+    /// BGPConfiguration `prefixAdvertisements`: communities added on export to every
+    /// route inside each CIDR, reflected routes too (see [`crate::policy`]).
+    pub prefix_advertisements: Vec<(IpNet, Vec<Community>)>,
 }
 
 /// Why no intent could be computed for this node.
@@ -304,6 +307,7 @@ pub fn intent_with(
             own_blocks,
             pools: cluster.pools.clone(),
             ignored_interfaces: cluster.bgp.ignored_interfaces.clone(),
+            prefix_advertisements: cluster.bgp.prefix_advertisements.clone(),
         },
         warnings,
     ))

@@ -324,9 +324,44 @@ pub struct FilterRuleSpec {
     pub peer_type: Option<String>,
     /// Communities the route must carry.
     pub communities: Option<CommunitiesMatchSpec>,
+    /// The AS_PATH must begin with these ASes.
+    #[serde(rename = "asPathPrefix")]
+    pub as_path_prefix: Option<Vec<AsNumber>>,
+    /// The route's priority (kernel metric).
+    pub priority: Option<i64>,
+    /// Changes made to an accepted route.
+    pub operations: Option<Vec<FilterOperationSpec>>,
     /// `Accept` or `Reject`.
     #[serde(default)]
     pub action: String,
+}
+
+/// One of a BGPFilter rule's `operations`: exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FilterOperationSpec {
+    /// `addCommunity: {value: "aa:nn"}`.
+    pub add_community: Option<ValueSpec<String>>,
+    /// `prependASPath: {prefix: [..]}`.
+    #[serde(rename = "prependASPath")]
+    pub prepend_as_path: Option<PrependSpec>,
+    /// `setPriority: {value: n}`.
+    pub set_priority: Option<ValueSpec<i64>>,
+}
+
+/// `{value: …}`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ValueSpec<T> {
+    /// The value.
+    pub value: T,
+}
+
+/// `prependASPath: {prefix: [..]}`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct PrependSpec {
+    /// ASes to prepend, in path order.
+    #[serde(default)]
+    pub prefix: Vec<AsNumber>,
 }
 
 /// `prefixLength: {min, max}`.

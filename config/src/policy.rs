@@ -1,125 +1,282 @@
-//! Export and import decisions from the intent, as the speaker asks them per route and
-//! per peer: Calico's fixed rules (pools with `disableBGPExport`, more-specifics inside
-//! this node's own blocks stay home) and then the peer's BGPFilters, rule by rule, in
-//! the order the BGPPeer lists them; the first matching rule decides, and a route no
-//! rule matches is accepted.
+//! Calico's routing policy for one peer, compiled from the intent into the speaker's
+//! policy language ([`tern_bgp::policy`]), as confd renders it into BIRD filters
+//! (Calico v3.32: `bgp_processor.go` `buildImportFilter`/`buildExportFilter`,
+//! `template_funcs.go` for BGPFilter rules, `bird_ipam.cfg.template`
+//! `calico_export_to_bgp_peers`, `bird_aggr.cfg.template` `calico_aggr`).
+//!
+//! - Import: the peer's BGPFilters, in the order the BGPPeer lists them and each
+//!   filter's rules in order, first match wins; then accept.
+//! - Export: Calico's priority preamble (LOCAL_PREF from the route's priority), the
+//!   peer's BGPFilters, then `calico_export_to_bgp_peers`: routes inside a pool with
+//!   `disableBGPExport` rejected; towards iBGP peers, routes through Felix's tunnel
+//!   devices rejected; `prefixAdvertisements` communities added to every route in
+//!   their CIDR; own blocks accepted and everything inside them rejected
+//!   (`calico_aggr`); service routes and pool routes accepted; everything else
+//!   rejected.
+//!
+//! A BGPFilter rule that matches nothing falls through to Calico's own statements, as
+//! BIRD's filter functions do. See docs/policy.md for the conformance table.
 
-use ipnet::IpNet;
+#[cfg(test)]
+mod tests;
 
-use crate::cluster::{Action, Filter, MatchOperator, Rule};
-use crate::intent::{Intent, PeerIntent};
+use tern_bgp::policy::{
+    Action as PAction, Condition, Decision, IpFamily, Modification, PeerPolicy, PrefixOp, Program,
+    RouteSource, Statement, DEFAULT_NORMAL_PRIORITY,
+};
+use tern_bgp::wire::{Community as WireCommunity, LargeCommunity};
+
+use crate::cluster::{Action, Filter, MatchOperator, Operation, Rule};
+use crate::intent::{Intent, OriginSource, PeerIntent};
 use crate::values::Community;
 
-/// What the policy needs to know about a route.
-#[derive(Debug, Clone, Copy)]
-pub struct RouteFacts<'a> {
-    /// The prefix.
-    pub prefix: IpNet,
-    /// Learned from a BGP peer (as opposed to originated here).
-    pub from_peer: bool,
-    /// Interface of a route learned from the kernel.
-    pub interface: Option<&'a str>,
-    /// Communities the route carries.
-    pub communities: &'a [Community],
-}
+pub use tern_bgp::policy::interface_matches;
 
-/// Direction of a filter.
+/// The interfaces of the cluster routes Felix programs (VXLAN `vxlan.calico`,
+/// WireGuard `wireguard.cali`): confd's `reject_tunnel_routes` keeps them from iBGP
+/// peers, which learn them from the owning node.
+pub const FELIX_TUNNEL_INTERFACES: [&str; 2] = ["*.cali", "*.calico"];
+
+/// Which way a BGPFilter rule list applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
-    /// Toward the peer.
+    /// Toward the peer (`exportV4`, `exportV6`).
     Export,
-    /// From the peer.
+    /// From the peer (`importV4`, `importV6`).
     Import,
 }
 
-/// The first matching rule's action across `filters`, or `None` when no rule matches.
-pub fn filter_action(
-    filters: &[Filter],
-    dir: Direction,
-    route: &RouteFacts<'_>,
-    ebgp: bool,
-) -> Option<Action> {
-    let v6 = route.prefix.addr().is_ipv6();
-    filters
-        .iter()
-        .flat_map(|f| match (dir, v6) {
-            (Direction::Export, false) => &f.export_v4,
-            (Direction::Export, true) => &f.export_v6,
-            (Direction::Import, false) => &f.import_v4,
-            (Direction::Import, true) => &f.import_v6,
-        })
-        .find(|r| rule_matches(r, route, ebgp))
-        .map(|r| r.action)
-}
-
-fn rule_matches(r: &Rule, route: &RouteFacts<'_>, ebgp: bool) -> bool {
-    let p = route.prefix;
-    if let Some((cidr, op)) = r.cidr {
-        let hit = match op {
-            MatchOperator::Equal => p == cidr,
-            MatchOperator::NotEqual => p != cidr,
-            MatchOperator::In => cidr.contains(&p),
-            MatchOperator::NotIn => !cidr.contains(&p),
-        };
-        if !hit {
-            return false;
-        }
-    }
-    if let Some((min, max)) = r.prefix_length {
-        if p.prefix_len() < min || p.prefix_len() > max {
-            return false;
-        }
-    }
-    if r.remote_peers_only && !route.from_peer {
-        return false;
-    }
-    if let Some(pattern) = &r.interface {
-        match route.interface {
-            Some(i) if interface_matches(pattern, i) => {}
-            _ => return false,
-        }
-    }
-    if r.ebgp.is_some_and(|want| want != ebgp) {
-        return false;
-    }
-    r.communities.iter().all(|c| route.communities.contains(c))
-}
-
-/// Calico interface patterns: a name, or a prefix ending in `*` (`cali*`).
-pub fn interface_matches(pattern: &str, name: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => pattern == name,
-    }
-}
-
 impl Intent {
-    /// Whether `route` may be advertised to `peer`.
-    pub fn export_allowed(&self, peer: &PeerIntent, route: &RouteFacts<'_>) -> bool {
-        if let Some(o) = self.originated.get(&route.prefix) {
-            if !o.export {
-                return false;
-            }
-        } else if self.pool_of(&route.prefix).is_some_and(|p| !p.export) {
-            return false;
+    /// The import and export programs of `peer`. The speaker runs `import` on each
+    /// route received from the peer and `export` on each route it would send.
+    pub fn peer_policy(&self, peer: &PeerIntent) -> PeerPolicy {
+        PeerPolicy {
+            import: import_program(peer),
+            export: self.export_program(peer),
         }
-        // The block's aggregate already covers these; advertising them would only
-        // multiply routes (Calico's BIRD filter does the same).
-        if self
-            .own_blocks
-            .iter()
-            .any(|b| b.contains(&route.prefix) && route.prefix.prefix_len() > b.prefix_len())
-            && !self.originated.contains_key(&route.prefix)
-        {
-            return false;
-        }
-        filter_action(&peer.filters, Direction::Export, route, peer.is_ebgp())
-            .is_none_or(|a| a == Action::Accept)
     }
 
-    /// Whether `route`, received from `peer`, is accepted.
-    pub fn import_allowed(&self, peer: &PeerIntent, route: &RouteFacts<'_>) -> bool {
-        filter_action(&peer.filters, Direction::Import, route, peer.is_ebgp())
-            .is_none_or(|a| a == Action::Accept)
+    /// confd's export filter: the preamble, the peer's BGPFilters, then
+    /// `calico_export_to_bgp_peers`, then reject.
+    fn export_program(&self, peer: &PeerIntent) -> Program {
+        let mut s = vec![Statement {
+            label: "calico: route priority to LOCAL_PREF".into(),
+            conditions: Vec::new(),
+            modifications: vec![Modification::DerivePriority {
+                normal: DEFAULT_NORMAL_PRIORITY,
+            }],
+            action: PAction::Continue,
+        }];
+        s.extend(filter_statements(
+            &peer.filters,
+            Direction::Export,
+            peer.is_ebgp(),
+        ));
+        s.extend(self.calico_export(!peer.is_ebgp()));
+        Program {
+            statements: s,
+            default: Decision::Reject,
+        }
+    }
+
+    /// `calico_export_to_bgp_peers(internal_peer)`, statement by statement.
+    fn calico_export(&self, internal_peer: bool) -> Vec<Statement> {
+        let mut s = Vec::new();
+        for p in self.pools.iter().filter(|p| !p.export) {
+            s.push(stmt(
+                format!("calico: pool {} has disableBGPExport", p.name),
+                vec![inside(p.cidr)],
+                PAction::Reject,
+            ));
+        }
+        if internal_peer {
+            for pat in FELIX_TUNNEL_INTERFACES {
+                s.push(stmt(
+                    format!("calico: Felix's tunnel route ({pat}), not to iBGP peers"),
+                    vec![Condition::Interface(pat.into())],
+                    PAction::Reject,
+                ));
+            }
+        }
+        for (cidr, comms) in &self.prefix_advertisements {
+            s.push(Statement {
+                label: format!("calico: prefixAdvertisements {cidr}"),
+                conditions: vec![inside(*cidr)],
+                modifications: comms.iter().map(|c| add_community(*c)).collect(),
+                action: PAction::Continue,
+            });
+        }
+        for b in &self.own_blocks {
+            s.push(stmt(
+                format!("calico_aggr: own block {b}"),
+                vec![Condition::Prefix {
+                    cidr: *b,
+                    op: PrefixOp::Equal,
+                }],
+                PAction::Accept,
+            ));
+            s.push(stmt(
+                format!("calico_aggr: inside own block {b}"),
+                vec![inside(*b)],
+                PAction::Reject,
+            ));
+        }
+        for (net, _) in self
+            .originated
+            .iter()
+            .filter(|(_, o)| matches!(o.source, OriginSource::Service(_)))
+        {
+            s.push(stmt(
+                format!("calico: service route {net}"),
+                vec![inside(*net)],
+                PAction::Accept,
+            ));
+        }
+        for p in self.pools.iter().filter(|p| p.export) {
+            s.push(stmt(
+                format!("calico: pool {}", p.name),
+                vec![inside(p.cidr)],
+                PAction::Accept,
+            ));
+        }
+        s
+    }
+}
+
+/// confd's import filter: the peer's BGPFilters, then accept.
+fn import_program(peer: &PeerIntent) -> Program {
+    Program {
+        statements: filter_statements(&peer.filters, Direction::Import, peer.is_ebgp()),
+        default: Decision::Accept,
+    }
+}
+
+/// The statements of `filters` in `dir` for a peer (eBGP when `ebgp`), in order:
+/// filter by filter, IPv4 then IPv6 rules, each gated on its family. Rules whose
+/// `peerType` is the other kind of peer are left out (confd's `is_same_as` guard).
+pub fn filter_statements(filters: &[Filter], dir: Direction, ebgp: bool) -> Vec<Statement> {
+    let mut out = Vec::new();
+    for f in filters {
+        let lists = match dir {
+            Direction::Export => [("exportV4", &f.export_v4), ("exportV6", &f.export_v6)],
+            Direction::Import => [("importV4", &f.import_v4), ("importV6", &f.import_v6)],
+        };
+        for (field, rules) in lists {
+            let family = if field.ends_with("V4") {
+                IpFamily::V4
+            } else {
+                IpFamily::V6
+            };
+            for (i, r) in rules.iter().enumerate() {
+                if r.ebgp.is_some_and(|want| want != ebgp) {
+                    continue;
+                }
+                out.push(rule_statement(
+                    format!("BGPFilter {} {field}[{i}]", f.name),
+                    family,
+                    r,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// One BGPFilter rule as confd's `filterStatement` renders it.
+fn rule_statement(label: String, family: IpFamily, r: &Rule) -> Statement {
+    let mut c = vec![Condition::Family(family)];
+    if let Some((cidr, op)) = r.cidr {
+        c.push(match (r.prefix_length, op) {
+            (Some((min, max)), MatchOperator::In | MatchOperator::NotIn) => {
+                Condition::PrefixRange {
+                    cidr,
+                    min,
+                    max,
+                    negate: op == MatchOperator::NotIn,
+                }
+            }
+            // Validation refuses prefixLength with Equal/NotEqual.
+            (_, op) => Condition::Prefix {
+                cidr,
+                op: prefix_op(op),
+            },
+        });
+    }
+    if r.remote_peers_only {
+        c.push(Condition::Source(RouteSource::Bgp));
+    }
+    if let Some(i) = &r.interface {
+        c.push(Condition::Interface(i.clone()));
+    }
+    c.extend(r.communities.iter().map(|x| match to_wire(*x) {
+        Ok(w) => Condition::Community(w),
+        Err(l) => Condition::LargeCommunity(l),
+    }));
+    if !r.as_path_prefix.is_empty() {
+        c.push(Condition::AsPathPrefix(r.as_path_prefix.clone()));
+    }
+    if let Some(p) = r.priority {
+        c.push(Condition::Priority(p));
+    }
+    Statement {
+        label,
+        conditions: c,
+        modifications: r
+            .operations
+            .iter()
+            .map(|o| match o {
+                Operation::AddCommunity(x) => add_community(*x),
+                Operation::PrependAsPath(asns) => Modification::PrependAsPath(asns.clone()),
+                Operation::SetPriority(p) => Modification::SetPriority(*p),
+            })
+            .collect(),
+        action: match r.action {
+            Action::Accept => PAction::Accept,
+            Action::Reject => PAction::Reject,
+        },
+    }
+}
+
+fn prefix_op(op: MatchOperator) -> PrefixOp {
+    match op {
+        MatchOperator::Equal => PrefixOp::Equal,
+        MatchOperator::NotEqual => PrefixOp::NotEqual,
+        MatchOperator::In => PrefixOp::In,
+        MatchOperator::NotIn => PrefixOp::NotIn,
+    }
+}
+
+fn inside(cidr: ipnet::IpNet) -> Condition {
+    Condition::Prefix {
+        cidr,
+        op: PrefixOp::In,
+    }
+}
+
+fn stmt(label: String, conditions: Vec<Condition>, action: PAction) -> Statement {
+    Statement {
+        label,
+        conditions,
+        modifications: Vec::new(),
+        action,
+    }
+}
+
+/// A configured community in the wire's types: standard, or large.
+fn to_wire(c: Community) -> Result<WireCommunity, LargeCommunity> {
+    match c {
+        Community::Standard(v) => Ok(WireCommunity(v)),
+        Community::Large(global, local1, local2) => Err(LargeCommunity {
+            global,
+            local1,
+            local2,
+        }),
+    }
+}
+
+fn add_community(c: Community) -> Modification {
+    match to_wire(c) {
+        Ok(w) => Modification::AddCommunity(w),
+        Err(l) => Modification::AddLargeCommunity(l),
     }
 }
