@@ -140,208 +140,237 @@ impl DaemonHandler {
         Ok(infos)
     }
 
+    /// Answers one request: dispatch only, one function per kind.
     pub(super) async fn answer(&self, request: Request) -> Result<Value, String> {
         match request {
-            Request::Status => {
-                let peers = self.peers(None).await?;
-                let daemon = self.daemon_info(&*self.lock()?);
-                json(&StatusReply { daemon, peers })
-            }
-            Request::Peers { address } => {
-                let only = match address {
-                    Some(a) => Some(
-                        a.parse::<IpAddr>()
-                            .map_err(|_| format!("{a:?} is not an IP address"))?,
-                    ),
-                    None => None,
-                };
-                json(&PeersReply {
-                    peers: self.peers(only).await?,
-                })
-            }
+            Request::Status => self.status().await,
+            Request::Peers { address } => self.peers_reply(address.as_deref()).await,
             Request::Routes {
                 prefix,
                 peer,
-                advertised,
-            } => {
-                if advertised {
-                    let Some(peer) = &peer else {
-                        return Err(
-                            "--advertised needs --peer ADDR: whose Adj-RIB-Out to show".into()
-                        );
-                    };
-                    let addr: IpAddr = peer
-                        .parse()
-                        .map_err(|_| format!("{peer:?} is not an IP address"))?;
-                    let (tx, rx) = oneshot::channel();
-                    self.speaker()?
-                        .send(SpeakerCommand::Advertised(addr, tx))
-                        .await
-                        .map_err(|_| "the BGP speaker has stopped".to_string())?;
-                    let sent = ask("BGP speaker", rx)
-                        .await?
-                        .ok_or_else(|| format!("{addr} is not an established peer"))?;
-                    let routes = sent
-                        .into_iter()
-                        .filter(|(p, _)| prefix.as_deref().is_none_or(|w| p.to_string() == w))
-                        .map(|(p, e)| advertised_info(p, &e, addr))
-                        .collect();
-                    return json(&RoutesReply { routes });
-                }
-                let rib = self.loc_rib().await?;
-                let (tx, rx) = oneshot::channel();
-                let installed: Vec<IpNet> = match self.fib.send(FibMsg::Installed(tx)).await {
-                    Ok(()) => ask("FIB task", rx).await.unwrap_or_default(),
-                    Err(_) => Vec::new(),
-                };
-                let (intent, kernel_learned) = {
-                    let s = self.lock()?;
-                    (s.intent.clone(), s.kernel_originated.clone())
-                };
-                let want_prefix: Option<IpNet> = match &prefix {
-                    None => None,
-                    Some(p) => Some(match p.parse::<IpNet>() {
-                        Ok(n) => n,
-                        Err(_) => p
-                            .parse::<IpAddr>()
-                            .map(IpNet::from)
-                            .map_err(|_| format!("{p:?} is not a prefix or an address"))?,
-                    }),
-                };
-                let want_peer: Option<IpAddr> = match &peer {
-                    None => None,
-                    Some(p) => Some(
-                        p.parse()
-                            .map_err(|_| format!("{p:?} is not an IP address"))?,
-                    ),
-                };
-                let mut routes = Vec::new();
-                for (p, b) in &rib {
-                    if let Some(w) = want_prefix {
-                        // An exact prefix, or (for an address) every route covering it.
-                        let hit = if w.prefix_len() == w.max_prefix_len()
-                            && !rib.iter().any(|(q, _)| *q == w)
-                        {
-                            p.contains(&w.addr())
-                        } else {
-                            *p == w
-                        };
-                        if !hit {
-                            continue;
-                        }
-                    }
-                    if let Some(a) = want_peer {
-                        if b.best.source.address != a || b.best.source.local {
-                            continue;
-                        }
-                    }
-                    let mut info = route_info(*p, b, intent.as_ref(), installed.contains(p));
-                    if b.best.source.local && kernel_learned.contains(p) {
-                        info.best.source = "kernel".into();
-                    }
-                    routes.push(info);
-                }
-                json(&RoutesReply { routes })
+                advertised: true,
+            } => self.advertised(prefix.as_deref(), peer.as_deref()).await,
+            Request::Routes {
+                prefix,
+                peer,
+                advertised: false,
+            } => self.routes(prefix.as_deref(), peer.as_deref()).await,
+            Request::Fib => self.fib_report().await,
+            Request::Diagnose => self.diagnose().await,
+            Request::Health => self.health(),
+            Request::Reload => self.reload().await,
+        }
+    }
+
+    /// `tern status`: the daemon and every peer.
+    async fn status(&self) -> Result<Value, String> {
+        let peers = self.peers(None).await?;
+        let daemon = self.daemon_info(&*self.lock()?);
+        json(&StatusReply { daemon, peers })
+    }
+
+    /// `tern peers [ADDR]`.
+    async fn peers_reply(&self, address: Option<&str>) -> Result<Value, String> {
+        let only = address.map(parse_address).transpose()?;
+        json(&PeersReply {
+            peers: self.peers(only).await?,
+        })
+    }
+
+    /// `tern routes --advertised --peer ADDR [PREFIX]`: the peer's Adj-RIB-Out.
+    async fn advertised(&self, prefix: Option<&str>, peer: Option<&str>) -> Result<Value, String> {
+        let Some(peer) = peer else {
+            return Err("--advertised needs --peer ADDR: whose Adj-RIB-Out to show".into());
+        };
+        let addr = parse_address(peer)?;
+        let (tx, rx) = oneshot::channel();
+        self.speaker()?
+            .send(SpeakerCommand::Advertised(addr, tx))
+            .await
+            .map_err(|_| "the BGP speaker has stopped".to_string())?;
+        let sent = ask("BGP speaker", rx)
+            .await?
+            .ok_or_else(|| format!("{addr} is not an established peer"))?;
+        let routes = sent
+            .into_iter()
+            .filter(|(p, _)| prefix.is_none_or(|w| p.to_string() == w))
+            .map(|(p, e)| advertised_info(p, &e, addr))
+            .collect();
+        json(&RoutesReply { routes })
+    }
+
+    /// `tern routes [PREFIX|ADDR] [--peer ADDR]`: the Loc-RIB, with what the FIB task
+    /// installed.
+    async fn routes(&self, prefix: Option<&str>, peer: Option<&str>) -> Result<Value, String> {
+        let want_prefix = prefix.map(parse_prefix_or_address).transpose()?;
+        let want_peer = peer.map(parse_address).transpose()?;
+        let rib = self.loc_rib().await?;
+        let (tx, rx) = oneshot::channel();
+        let installed: Vec<IpNet> = match self.fib.send(FibMsg::Installed(tx)).await {
+            Ok(()) => ask("FIB task", rx).await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        let (intent, kernel_learned) = {
+            let s = self.lock()?;
+            (s.intent.clone(), s.kernel_originated.clone())
+        };
+        let mut routes = Vec::new();
+        for (p, b) in &rib {
+            if want_prefix.is_some_and(|w| !prefix_hit(&rib, p, w)) {
+                continue;
             }
-            Request::Fib => {
-                let (tx, rx) = oneshot::channel();
-                self.fib
-                    .send(FibMsg::Report(tx))
-                    .await
-                    .map_err(|_| "the FIB task has stopped".to_string())?;
-                json(&ask("FIB task", rx).await?)
-            }
-            Request::Diagnose => {
-                let peers: Vec<PeerFacts> = {
-                    let s = self.lock()?;
-                    s.peers
-                        .values()
-                        .map(|p| PeerFacts {
-                            address: p.intent.address,
-                            name: match &p.intent.peer_node {
-                                Some(n) => format!("{} peer {n}", p.intent.kind),
-                                None => format!("{} peer ({})", p.intent.kind, p.intent.origin),
-                            },
-                            network: p.intent.peer_network,
-                            multihop: p.intent.ttl_security.is_some_and(|t| t > 1),
-                        })
-                        .collect()
-                };
-                let (tx, rx) = oneshot::channel();
-                self.fib
-                    .send(FibMsg::Diagnose(peers, tx))
-                    .await
-                    .map_err(|_| "the FIB task has stopped".to_string())?;
-                let mut findings = ask("FIB task", rx).await?;
-                let (md5, datastore) = {
-                    let s = self.lock()?;
-                    (md5_findings(&s), datastore_finding(&s))
-                };
-                findings.extend(md5);
-                findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
-                let mut infos: Vec<FindingInfo> = findings
-                    .into_iter()
-                    .map(|f| FindingInfo {
-                        kind: serde_json::to_value(f.kind)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_else(|| format!("{:?}", f.kind)),
-                        subject: f.subject,
-                        evidence: f.evidence,
-                        suggestion: f.suggestion,
-                        severity: serde_json::to_value(f.severity)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_else(|| format!("{:?}", f.severity)),
-                    })
-                    .collect();
-                // Most severe first: a warning, after the errors.
-                if let Some(d) = datastore {
-                    let at = infos.iter().take_while(|f| f.severity == "error").count();
-                    infos.insert(at, d);
+            if let Some(a) = want_peer {
+                if b.best.source.address != a || b.best.source.local {
+                    continue;
                 }
-                json(&DiagnoseReply { findings: infos })
             }
-            Request::Health => {
-                let s = self.lock()?;
-                let live = s.last_tick.elapsed() < Duration::from_secs(10);
-                let (ready, reason) = s.ready();
-                json(&HealthReply {
-                    live,
-                    ready: live && ready,
-                    reason: if live {
-                        reason
-                    } else {
-                        "the daemon's main loop has not run for 10 s".into()
+            let mut info = route_info(*p, b, intent.as_ref(), installed.contains(p));
+            if b.best.source.local && kernel_learned.contains(p) {
+                info.best.source = "kernel".into();
+            }
+            routes.push(info);
+        }
+        json(&RoutesReply { routes })
+    }
+
+    /// `tern fib`: the FIB task's report.
+    async fn fib_report(&self) -> Result<Value, String> {
+        let (tx, rx) = oneshot::channel();
+        self.fib
+            .send(FibMsg::Report(tx))
+            .await
+            .map_err(|_| "the FIB task has stopped".to_string())?;
+        json(&ask("FIB task", rx).await?)
+    }
+
+    /// `tern diagnose`: the FIB task's findings about the peers' paths, TCP-MD5
+    /// trouble and an unreadable datastore, most severe first.
+    async fn diagnose(&self) -> Result<Value, String> {
+        let peers = self.peer_facts()?;
+        let (tx, rx) = oneshot::channel();
+        self.fib
+            .send(FibMsg::Diagnose(peers, tx))
+            .await
+            .map_err(|_| "the FIB task has stopped".to_string())?;
+        let mut findings = ask("FIB task", rx).await?;
+        let (md5, datastore) = {
+            let s = self.lock()?;
+            (md5_findings(&s), datastore_finding(&s))
+        };
+        findings.extend(md5);
+        findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        let mut infos: Vec<FindingInfo> = findings.into_iter().map(finding_info).collect();
+        // Most severe first: a warning, after the errors.
+        if let Some(d) = datastore {
+            let at = infos.iter().take_while(|f| f.severity == "error").count();
+            infos.insert(at, d);
+        }
+        json(&DiagnoseReply { findings: infos })
+    }
+
+    /// What the FIB task's diagnosis needs to know of each peer.
+    fn peer_facts(&self) -> Result<Vec<PeerFacts>, String> {
+        let s = self.lock()?;
+        Ok(s.peers
+            .values()
+            .map(|p| PeerFacts {
+                address: p.intent.address,
+                name: match &p.intent.peer_node {
+                    Some(n) => format!("{} peer {n}", p.intent.kind),
+                    None => format!("{} peer ({})", p.intent.kind, p.intent.origin),
+                },
+                network: p.intent.peer_network,
+                multihop: p.intent.ttl_security.is_some_and(|t| t > 1),
+            })
+            .collect())
+    }
+
+    /// `tern health`: live while the main loop ticks, ready as the snapshot says.
+    fn health(&self) -> Result<Value, String> {
+        let s = self.lock()?;
+        let live = s.last_tick.elapsed() < Duration::from_secs(10);
+        let (ready, reason) = s.ready();
+        json(&HealthReply {
+            live,
+            ready: live && ready,
+            reason: if live {
+                reason
+            } else {
+                "the daemon's main loop has not run for 10 s".into()
+            },
+        })
+    }
+
+    /// `tern reload`: wakes the datastore and waits for the next snapshot's verdict.
+    async fn reload(&self) -> Result<Value, String> {
+        let before = self.lock()?.snapshots;
+        self.reload.notify_one();
+        let deadline = tokio::time::Instant::now() + ASK_TIMEOUT;
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let s = self.lock()?;
+            if s.snapshots != before {
+                let accepted = s.config_error.is_none();
+                return json(&ReloadReply {
+                    accepted,
+                    message: match &s.config_error {
+                        Some(e) => e.clone(),
+                        None => format!("applied revision {}", s.revision.unwrap_or(0)),
                     },
-                })
+                });
             }
-            Request::Reload => {
-                let before = self.lock()?.snapshots;
-                self.reload.notify_one();
-                let deadline = tokio::time::Instant::now() + ASK_TIMEOUT;
-                loop {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    let s = self.lock()?;
-                    if s.snapshots != before {
-                        let accepted = s.config_error.is_none();
-                        return json(&ReloadReply {
-                            accepted,
-                            message: match &s.config_error {
-                                Some(e) => e.clone(),
-                                None => format!("applied revision {}", s.revision.unwrap_or(0)),
-                            },
-                        });
-                    }
-                    if tokio::time::Instant::now() > deadline {
-                        return json(&ReloadReply {
-                            accepted: false,
-                            message: "the datastore did not answer within 5 s".into(),
-                        });
-                    }
-                }
+            if tokio::time::Instant::now() > deadline {
+                return json(&ReloadReply {
+                    accepted: false,
+                    message: "the datastore did not answer within 5 s".into(),
+                });
             }
         }
+    }
+}
+
+/// An address the user typed.
+fn parse_address(text: &str) -> Result<IpAddr, String> {
+    text.parse()
+        .map_err(|_| format!("{text:?} is not an IP address"))
+}
+
+/// A prefix the user typed, or an address (a host prefix).
+fn parse_prefix_or_address(text: &str) -> Result<IpNet, String> {
+    match text.parse::<IpNet>() {
+        Ok(n) => Ok(n),
+        Err(_) => text
+            .parse::<IpAddr>()
+            .map(IpNet::from)
+            .map_err(|_| format!("{text:?} is not a prefix or an address")),
+    }
+}
+
+/// Whether the Loc-RIB's `p` is what `want` asks for: an exact prefix, or (for an
+/// address with no route of its own) every route covering it.
+fn prefix_hit(rib: &[(IpNet, Best)], p: &IpNet, want: IpNet) -> bool {
+    if want.prefix_len() == want.max_prefix_len() && !rib.iter().any(|(q, _)| *q == want) {
+        p.contains(&want.addr())
+    } else {
+        *p == want
+    }
+}
+
+/// A diagnosis finding as the control protocol shows it (kind and severity as their
+/// serde names).
+fn finding_info(f: tern_fib::diag::Finding) -> FindingInfo {
+    FindingInfo {
+        kind: serde_json::to_value(f.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_else(|| format!("{:?}", f.kind)),
+        subject: f.subject,
+        evidence: f.evidence,
+        suggestion: f.suggestion,
+        severity: serde_json::to_value(f.severity)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_else(|| format!("{:?}", f.severity)),
     }
 }
 
@@ -369,8 +398,6 @@ impl Handler for DaemonHandler {
     }
 }
 
-/// TCP-MD5 trouble: peers with a password that are not up, when the kernel (this
-/// namespace's `/proc/net/netstat`) counts segments dropped for their signatures.
 /// The datastore cannot be read: first, since nothing the cluster changes reaches this
 /// node meanwhile.
 fn datastore_finding(s: &State) -> Option<FindingInfo> {
@@ -384,6 +411,8 @@ fn datastore_finding(s: &State) -> Option<FindingInfo> {
     })
 }
 
+/// TCP-MD5 trouble: peers with a password that are not up, when the kernel (this
+/// namespace's `/proc/net/netstat`) counts segments dropped for their signatures.
 fn md5_findings(s: &State) -> Vec<tern_fib::diag::Finding> {
     let down: Vec<String> = s
         .peers
