@@ -200,35 +200,8 @@ pub struct RoutesReply {
     pub routes: Vec<RouteInfo>,
 }
 
-/// One kernel route as tern sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FibRoute {
-    /// Prefix.
-    pub prefix: String,
-    /// `unicast`, `blackhole`, `unreachable`.
-    pub kind: String,
-    /// Gateways (and `dev N` for on-link routes).
-    pub next_hops: Vec<String>,
-    /// Table.
-    pub table: u32,
-}
-
-/// `tern fib`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct FibReply {
-    /// tern's routes in the kernel that are as wanted.
-    pub installed: Vec<FibRoute>,
-    /// Wanted but not (or differently) in the kernel.
-    pub missing: Vec<FibRoute>,
-    /// tern's protocol routes in the kernel that are not wanted (kept during graceful
-    /// restart, or left by someone).
-    pub unexpected: Vec<FibRoute>,
-    /// Changes the kernel refused, with its reason.
-    pub failures: Vec<String>,
-    /// Seconds the last batch of kernel changes took.
-    #[serde(default)]
-    pub last_apply_seconds: f64,
-}
+/// `tern fib` and its rows: the FIB task's answer, defined where the task is.
+pub use tern_fib::task::{FibReply, FibRoute};
 
 /// One diagnostic finding (`fib::diag::Finding` as JSON).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

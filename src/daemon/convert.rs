@@ -1,5 +1,6 @@
 //! Translations between the crates' types: intent → speaker settings, Loc-RIB entries
-//! → kernel routes and `tern routes` rows, FIB routes → `tern fib` rows. Pure.
+//! → kernel routes (and their reshaping when the encapsulation changes) and `tern
+//! routes` rows. Pure.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -15,7 +16,7 @@ use tern_config::intent::{Encapsulation, Intent, Origination, PeerIntent};
 use tern_config::values;
 use tern_fib::{NextHop, Route, RouteKind};
 
-use crate::control::proto::{FibRoute, PathInfo, RouteInfo};
+use crate::control::proto::{PathInfo, RouteInfo};
 
 /// The speaker's settings for an intent. Passwords are read from their sources here; a
 /// peer whose password cannot be read is left out (its error, naming the peer and the
@@ -151,13 +152,45 @@ pub fn kernel_route(
         kind: RouteKind::Unicast(
             hops.into_iter()
                 .map(|h| NextHop {
-                    onlink: encap.any() && encap.ipip_toward(&prefix, h),
+                    onlink: ipip(prefix, h, encap),
                     ..NextHop::via(h)
                 })
                 .collect(),
         ),
         metric: 0,
         table,
+    })
+}
+
+/// Whether the route to `prefix` goes to `next_hop` through IPIP (the pool asks for it).
+fn ipip(prefix: IpNet, next_hop: IpAddr, encap: &Encapsulation) -> bool {
+    encap.any() && encap.ipip_toward(&prefix, next_hop)
+}
+
+/// A learnt kernel route as `encap` wants it, when that differs (an IP pool's ipipMode
+/// changed): the same next hops, each `onlink` (through the tunnel) or not. What
+/// [`kernel_route`] would give for the same Loc-RIB entry, without needing the entry.
+pub fn reshape(route: &Route, encap: &Encapsulation) -> Option<Route> {
+    let RouteKind::Unicast(hops) = &route.kind else {
+        return None;
+    };
+    let wanted = |h: &NextHop| match (h.gateway, h.interface) {
+        (Some(g), None) => ipip(route.prefix, g, encap),
+        _ => h.onlink,
+    };
+    if hops.iter().all(|h| h.onlink == wanted(h)) {
+        return None;
+    }
+    let hops = hops
+        .iter()
+        .map(|h| NextHop {
+            onlink: wanted(h),
+            ..h.clone()
+        })
+        .collect();
+    Some(Route {
+        kind: RouteKind::Unicast(hops),
+        ..route.clone()
     })
 }
 
@@ -253,30 +286,6 @@ pub fn path_info(
             .collect(),
         peer,
         source: source.into(),
-    }
-}
-
-/// A kernel route as `tern fib` shows it.
-pub fn fib_route(r: &Route) -> FibRoute {
-    let (kind, next_hops) = match &r.kind {
-        RouteKind::Unicast(h) => (
-            "unicast",
-            h.iter()
-                .map(|h| match (h.gateway, h.interface) {
-                    (Some(g), _) => g.to_string(),
-                    (None, Some(i)) => format!("dev {i}"),
-                    (None, None) => "-".into(),
-                })
-                .collect(),
-        ),
-        RouteKind::Blackhole => ("blackhole", Vec::new()),
-        RouteKind::Unreachable => ("unreachable", Vec::new()),
-    };
-    FibRoute {
-        prefix: r.prefix.to_string(),
-        kind: kind.into(),
-        next_hops,
-        table: r.table,
     }
 }
 

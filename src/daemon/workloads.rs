@@ -78,7 +78,7 @@ impl Scan {
 pub async fn run(
     table: u32,
     protocol: Option<u8>,
-    fib_resync: Arc<super::fib_task::KernelNews>,
+    fib_resync: Arc<tern_fib::task::KernelNews>,
     tx: mpsc::Sender<BTreeMap<IpNet, String>>,
 ) {
     let fib = match LinuxFib::new(0, table) {

@@ -1,0 +1,218 @@
+//! What the main loop does with the datastore: each snapshot goes through the
+//! [`Tracker`]; an accepted intent is recorded for the control socket, published for
+//! the FIB task's route filter, and its diff applied live (originations, blackholes,
+//! peers added, changed or removed, learnt routes re-shaped after a pool edit). A
+//! rejected snapshot leaves the intent in force. Borrowed workload addresses seen in
+//! the kernel are originated here too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use ipnet::IpNet;
+use tern_bgp::speaker::SpeakerCommand;
+use tern_config::cluster::DEFAULT_SECRETS_DIR;
+use tern_config::datastore::StoreEvent;
+use tern_config::diff::IntentDiff;
+use tern_config::intent::Intent;
+use tern_config::tracker::Tracker;
+use tern_config::DaemonConfig;
+use tokio::sync::{mpsc, watch};
+
+use super::fib_task::FibMsg;
+use super::state::State;
+use super::{convert, routes};
+
+/// Applies a store event to the tracker; returns the diff when a snapshot was accepted.
+pub fn on_store_event(
+    ev: StoreEvent,
+    tracker: &mut Tracker,
+    state: &Arc<Mutex<State>>,
+    published: &watch::Sender<Option<Arc<Intent>>>,
+) -> Option<IntentDiff> {
+    match ev {
+        StoreEvent::Snapshot {
+            documents,
+            revision,
+        } => {
+            let result = tracker.apply(&documents, revision);
+            let Ok(mut s) = state.lock() else {
+                return None;
+            };
+            s.snapshots += 1;
+            if s.datastore_error.take().is_some() {
+                tracing::info!("datastore readable again");
+            }
+            match result {
+                Ok(accepted) => {
+                    for w in &accepted.warnings {
+                        tracing::warn!("{w}");
+                    }
+                    s.revision = Some(revision);
+                    s.config_error = None;
+                    s.intent = tracker.current().cloned();
+                    // For the route filter in the FIB task, before anything acts on
+                    // the diff.
+                    published.send_replace(tracker.current().cloned().map(Arc::new));
+                    Some(accepted.diff)
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    for line in text.lines() {
+                        tracing::error!(
+                            "configuration rejected, the previous one stays in force: {line}"
+                        );
+                    }
+                    s.config_error = Some(text);
+                    None
+                }
+            }
+        }
+        StoreEvent::Unavailable(why) => {
+            tracing::warn!("datastore unavailable, the configuration in force stays: {why}");
+            if let Ok(mut s) = state.lock() {
+                if s.intent.is_none() {
+                    s.config_error = Some(format!("datastore unavailable: {why}"));
+                } else {
+                    // The outage's start stays; its cause is the latest the store gave
+                    // (unreachable, then refused credentials once it answers again).
+                    let since = s
+                        .datastore_error
+                        .as_deref()
+                        .and_then(|e| e.strip_prefix("since "))
+                        .and_then(|e| e.split_once(": "))
+                        .map(|(t, _)| t.to_string())
+                        .unwrap_or_else(|| {
+                            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                                .to_string()
+                        });
+                    s.datastore_error = Some(format!("since {since}: {why}"));
+                }
+            }
+            None
+        }
+    }
+}
+
+/// Applies a later diff: prefixes live; session changes are recorded and logged.
+pub async fn apply_diff(
+    d: &IntentDiff,
+    intent: &Intent,
+    speaker: &mpsc::Sender<SpeakerCommand>,
+    fib: &mpsc::Sender<FibMsg>,
+    state: &Arc<Mutex<State>>,
+    cfg: &DaemonConfig,
+) {
+    if d.is_empty() {
+        tracing::info!("configuration re-read: nothing changed for this node");
+        return;
+    }
+    routes::originate(d, speaker).await;
+    routes::install_own(d, intent, fib, cfg.fib.table).await;
+    if d.policy_changed && cfg.fib.enabled {
+        // Pools changed (an ipipMode edit): the FIB task re-shapes the learnt routes
+        // it holds with the encapsulation the filter now reads (the intent was
+        // published before this), and changes only those whose kernel form differs.
+        let _ = fib.send(FibMsg::Reshape).await;
+    }
+    let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
+    for a in &d.peers_removed {
+        tracing::info!(peer = %a, "peer removed from the configuration: closing its session");
+        let _ = speaker
+            .send(SpeakerCommand::RemovePeer(
+                *a,
+                "peer removed from configuration".into(),
+            ))
+            .await;
+    }
+    for p in &d.peers_changed {
+        tracing::info!(peer = %p.address, "peer settings changed: restarting its session");
+        let _ = speaker
+            .send(SpeakerCommand::RemovePeer(
+                p.address,
+                "peer configuration changed".into(),
+            ))
+            .await;
+    }
+    for p in d.peers_changed.iter().chain(&d.peers_added) {
+        match convert::peer_config(intent, p, &secrets_dir, &cfg.limits) {
+            Ok(c) => {
+                if d.peers_added.contains(p) {
+                    tracing::info!(peer = %p.address, origin = %p.origin, "new peer: starting its session");
+                }
+                let _ = speaker.send(SpeakerCommand::AddPeer(c)).await;
+            }
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
+    if let Ok(mut s) = state.lock() {
+        s.set_peers(intent);
+        for p in &d.peers_changed {
+            if let Some(ps) = s.peers.get_mut(&p.address) {
+                ps.up = false;
+                ps.state = "Idle".into();
+                ps.since = std::time::SystemTime::now();
+            }
+        }
+        if d.identity_changed {
+            // The speaker's router id, AS and listener are fixed at start.
+            let msg = "the router id, AS, cluster id or listener changed: restart tern to apply it"
+                .to_string();
+            tracing::warn!("{msg}");
+            s.config_error = Some(msg);
+        }
+    }
+    tracing::info!(
+        originated = d.originated.len(),
+        withdrawn = d.withdrawn.len(),
+        "configuration change applied"
+    );
+}
+
+/// Originates the workload addresses that are borrowed (inside a pool that exports,
+/// outside this node's own blocks, not already originated from IPAM data, not on an
+/// ignored interface) and withdraws those that no longer are.
+pub async fn sync_workloads(
+    intent: &Intent,
+    workloads: &BTreeMap<IpNet, String>,
+    originated: &mut BTreeSet<IpNet>,
+    speaker: &mpsc::Sender<SpeakerCommand>,
+    state: &Arc<Mutex<State>>,
+) {
+    let wanted: BTreeSet<IpNet> = workloads
+        .iter()
+        .filter(|(p, ifname)| {
+            intent.pool_of(p).is_some_and(|pool| pool.export)
+                && !intent.own_blocks.iter().any(|b| b.contains(*p))
+                && !intent.originated.contains_key(*p)
+                && !intent
+                    .ignored_interfaces
+                    .iter()
+                    .any(|pat| tern_config::policy::interface_matches(pat, ifname))
+        })
+        .map(|(p, _)| *p)
+        .collect();
+    for p in wanted.difference(originated) {
+        tracing::info!(prefix = %p, interface = %workloads.get(p).map(String::as_str).unwrap_or("?"), "advertising a borrowed workload address seen in the kernel");
+        let _ = speaker
+            .send(SpeakerCommand::Originate {
+                prefix: *p,
+                attrs: tern_bgp::wire::PathAttributes {
+                    origin: Some(tern_bgp::wire::Origin::Igp),
+                    ..Default::default()
+                },
+            })
+            .await;
+    }
+    for p in originated.difference(&wanted) {
+        // An address the intent now originates itself stays originated (by the intent).
+        if !intent.originated.contains_key(p) {
+            tracing::info!(prefix = %p, "withdrawing a workload address no longer in the kernel");
+            let _ = speaker.send(SpeakerCommand::Withdraw(*p)).await;
+        }
+    }
+    *originated = wanted.clone();
+    if let Ok(mut s) = state.lock() {
+        s.kernel_originated = wanted;
+    }
+}

@@ -1,0 +1,199 @@
+//! The route path, which skips the main loop: the speaker sends its Loc-RIB news on a
+//! channel of its own to the FIB task, which turns them into kernel routes with
+//! [`RibFilter`] (no lock, no other task in between). The filter reads the intent the
+//! main loop last accepted from a `watch` channel: its own prefixes are left out (their
+//! blackholes come and go with the intent only) and learnt routes take the current
+//! encapsulation. Also here: what the main loop does to routes when the intent changes
+//! (originate or withdraw its prefixes, install their blackholes).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use tern_bgp::rib::Best;
+use tern_bgp::speaker::{RibNews, SpeakerCommand};
+use tern_config::diff::IntentDiff;
+use tern_config::intent::{Encapsulation, Intent};
+use tern_fib::task::{FibMsg, RouteFilter, Routes};
+use tern_fib::Route;
+use tokio::sync::{mpsc, watch};
+
+use super::convert;
+
+/// The intent in force, as the main loop publishes it (`None` until the first valid
+/// configuration).
+pub type IntentWatch = watch::Receiver<Option<Arc<Intent>>>;
+
+/// What the filter needs of the intent, copied out once per accepted intent.
+#[derive(Debug, Default)]
+struct View {
+    own: BTreeSet<IpNet>,
+    encap: Encapsulation,
+}
+
+/// Turns the speaker's [`RibNews`] into the FIB task's wanted routes.
+pub struct RibFilter {
+    intent: IntentWatch,
+    view: View,
+    table: u32,
+    /// Whether a kernel FIB is programmed: without one (a route reflector) there is no
+    /// tunnel to go through.
+    kernel: bool,
+}
+
+impl RibFilter {
+    /// A filter for routes in `table`; `kernel` false when no kernel FIB is programmed.
+    pub fn new(intent: IntentWatch, table: u32, kernel: bool) -> RibFilter {
+        RibFilter {
+            intent,
+            view: View::default(),
+            table,
+            kernel,
+        }
+    }
+
+    /// Takes the intent the main loop published last, if it changed.
+    fn refresh(&mut self) {
+        if !self.intent.has_changed().unwrap_or(false) {
+            return;
+        }
+        let view = match &*self.intent.borrow_and_update() {
+            Some(i) => View {
+                own: i.originated.keys().copied().collect(),
+                encap: if self.kernel {
+                    i.encapsulation()
+                } else {
+                    Encapsulation::default()
+                },
+            },
+            None => View::default(),
+        };
+        self.view = view;
+    }
+
+    /// The kernel's side of one Loc-RIB entry: `None` (leave the prefix alone) for our
+    /// own prefixes and for routes we originate.
+    fn want(&self, prefix: IpNet, now: Option<&Best>) -> Option<(IpNet, Option<Route>)> {
+        // A withdrawn own prefix must not delete its blackhole: those are only
+        // removed through the intent.
+        if self.view.own.contains(&prefix) {
+            return None;
+        }
+        match now {
+            Some(best) if best.best.source.local => None,
+            Some(best) => Some((
+                prefix,
+                convert::kernel_route(prefix, best, self.table, &self.view.encap),
+            )),
+            None => Some((prefix, None)),
+        }
+    }
+}
+
+impl RouteFilter for RibFilter {
+    type News = RibNews;
+
+    fn filter(&mut self, news: RibNews) -> Routes {
+        match news {
+            RibNews::Converged => Routes::Converged,
+            RibNews::Changes(changes) => {
+                self.refresh();
+                Routes::Want(
+                    changes
+                        .iter()
+                        .filter_map(|c| self.want(c.prefix, c.now.as_ref()))
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    fn reshape(&mut self, route: &Route) -> Option<Route> {
+        self.refresh();
+        if self.view.own.contains(&route.prefix) {
+            return None;
+        }
+        convert::reshape(route, &self.view.encap)
+    }
+}
+
+/// The kernel routes of the diff's own prefixes: a blackhole where the intent asks
+/// for one, none for a prefix no longer originated.
+pub fn own_routes(d: &IntentDiff, intent: &Intent, table: u32) -> Vec<(IpNet, Option<Route>)> {
+    let mut want = Vec::new();
+    for (prefix, o) in &d.originated {
+        want.push((
+            *prefix,
+            o.blackhole.then(|| convert::blackhole(*prefix, table)),
+        ));
+    }
+    for prefix in &d.withdrawn {
+        if !intent.originated.contains_key(prefix) {
+            want.push((*prefix, None));
+        }
+    }
+    want
+}
+
+/// Originates (or withdraws) the diff's prefixes at the speaker.
+pub async fn originate(d: &IntentDiff, speaker: &mpsc::Sender<SpeakerCommand>) {
+    for (prefix, o) in &d.originated {
+        let cmd = if o.export {
+            SpeakerCommand::Originate {
+                prefix: *prefix,
+                attrs: convert::origin_attrs(o),
+            }
+        } else {
+            SpeakerCommand::Withdraw(*prefix)
+        };
+        let _ = speaker.send(cmd).await;
+    }
+    for prefix in &d.withdrawn {
+        let _ = speaker.send(SpeakerCommand::Withdraw(*prefix)).await;
+    }
+}
+
+/// Installs (or removes) the blackholes of the diff's own prefixes.
+pub async fn install_own(d: &IntentDiff, intent: &Intent, fib: &mpsc::Sender<FibMsg>, table: u32) {
+    let want = own_routes(d, intent, table);
+    if !want.is_empty() {
+        let _ = fib.send(FibMsg::Want(want)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+    use super::*;
+    use tern_fib::{NextHop, RouteKind};
+
+    fn route(onlink: bool) -> Route {
+        Route {
+            prefix: "198.18.1.0/26".parse().unwrap(),
+            kind: RouteKind::Unicast(vec![NextHop {
+                onlink,
+                ..NextHop::via("198.51.100.2".parse().unwrap())
+            }]),
+            metric: 0,
+            table: 254,
+        }
+    }
+
+    #[test]
+    fn news_before_any_intent_pass_and_convergence_is_kept() {
+        let (_tx, rx) = watch::channel(None);
+        let mut f = RibFilter::new(rx, 254, true);
+        assert_eq!(f.filter(RibNews::Converged), Routes::Converged);
+        assert_eq!(
+            f.filter(RibNews::Changes(vec![tern_bgp::rib::BestChange {
+                prefix: "198.18.1.0/26".parse().unwrap(),
+                now: None,
+            }])),
+            Routes::Want(vec![("198.18.1.0/26".parse().unwrap(), None)])
+        );
+        // Without pools asking for IPIP, an onlink route is reshaped to plain.
+        assert_eq!(f.reshape(&route(true)), Some(route(false)));
+        assert_eq!(f.reshape(&route(false)), None);
+    }
+}

@@ -1,0 +1,350 @@
+//! The daemon's main loop: control socket, datastore, peer state, signals, watchdog.
+//! Routes do not pass through it: the speaker sends Loc-RIB changes straight to the
+//! FIB task (see [`super::routes`]). The loop publishes each accepted intent for the
+//! FIB task's route filter, applies intent diffs (originations, blackholes, peers),
+//! records peer states for `tern status`, and mirrors the FIB task's grace flag.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use tern_bgp::speaker::{RibNews, SpeakerCommand, SpeakerEvent};
+use tern_config::datastore::StoreEvent;
+use tern_config::intent::Intent;
+use tern_config::tracker::Tracker;
+use tern_config::DaemonConfig;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::fib_task::{start_fib, FibHandle, FibMsg};
+use super::routes::RibFilter;
+use super::state::State;
+use super::status::{notify_ready, notify_stopping, notify_watchdog, update_status};
+use super::{handler, intent, memory, metrics, start, status};
+use crate::control::server::Server;
+
+/// The main loop's own state.
+struct Daemon {
+    cfg: DaemonConfig,
+    state: Arc<Mutex<State>>,
+    fib: mpsc::Sender<FibMsg>,
+    /// Whether the FIB task's restart grace still runs.
+    grace: watch::Receiver<bool>,
+    /// Where the speaker sends Loc-RIB news; handed to it when BGP starts.
+    routes: Option<mpsc::Sender<RibNews>>,
+    /// The accepted intent, for the FIB task's route filter.
+    published: watch::Sender<Option<Arc<Intent>>>,
+    tracker: Tracker,
+    speaker: Option<mpsc::Sender<SpeakerCommand>>,
+    /// The speaker for the control socket, once BGP runs.
+    speaker_slot: Arc<OnceLock<mpsc::Sender<SpeakerCommand>>>,
+    /// Workload routes seen in the kernel (address → interface).
+    workloads: BTreeMap<IpNet, String>,
+    /// Those originated as borrowed addresses.
+    kernel_originated: BTreeSet<IpNet>,
+    /// The last STATUS= line.
+    status: String,
+}
+
+/// Runs the daemon: starts the control socket, the datastore and the FIB task, then
+/// the main loop (BGP starts with the first valid configuration).
+pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> {
+    let server = Server::bind(&cfg.control_socket)
+        .map_err(|e| {
+            format!(
+                "cannot create the control socket {}: {e}",
+                cfg.control_socket.display()
+            )
+        })?
+        .with_limits(crate::control::server::Limits {
+            request_bytes: cfg.limits.control_request_bytes,
+            requests_per_second: cfg.limits.control_requests_per_second,
+        });
+    let reload = Arc::new(Notify::new());
+    let (store, store_name) = start::start_store(&cfg, reload.clone()).await?;
+    let (published, intent_rx) = watch::channel(None);
+    // Loc-RIB news are queued here until BGP starts; a full queue holds the speaker
+    // back (not the main loop), so the FIB's pace is the speaker's.
+    let (routes, routes_rx) = mpsc::channel(1024);
+    let filter = RibFilter::new(intent_rx, cfg.fib.table, cfg.fib.enabled);
+    let FibHandle {
+        commands: fib,
+        news,
+        grace,
+    } = start_fib(&cfg, routes_rx, filter)?;
+    let state = Arc::new(Mutex::new(State::new(store_name.clone())));
+    tracing::info!(node = %cfg.node, datastore = %store_name, "tern starting");
+
+    // The control socket answers from the start, so a person can see why nothing runs
+    // yet (a rejected configuration, an unreachable datastore).
+    let speaker_slot = Arc::new(OnceLock::new());
+    let handler = Arc::new(handler::DaemonHandler {
+        state: state.clone(),
+        speaker: Arc::clone(&speaker_slot),
+        fib: fib.clone(),
+        reload: reload.clone(),
+    });
+    if let Some(addr) = cfg.metrics {
+        let listener = metrics::bind(addr).await?;
+        tracing::info!("metrics on http://{addr}/metrics");
+        tokio::spawn(metrics::serve(listener, Arc::clone(&handler)));
+    }
+    tokio::spawn(server.run(handler));
+
+    // Workload routes (Linux): borrowed addresses seen in the kernel; the watcher
+    // also tells the FIB task what the kernel did behind its back.
+    let (wtx, workload_rx) = mpsc::channel::<BTreeMap<IpNet, String>>(8);
+    #[cfg(target_os = "linux")]
+    tokio::spawn(super::workloads::run(
+        cfg.fib.table,
+        cfg.fib.enabled.then_some(cfg.fib.route_protocol),
+        news,
+        wtx,
+    ));
+    #[cfg(not(target_os = "linux"))]
+    drop((wtx, news));
+
+    let tracker = Tracker::new(cfg.node.clone())
+        .with_router_id(cfg.router_id)
+        .with_max_document_bytes(cfg.limits.datastore_document_bytes);
+    let d = Daemon {
+        cfg,
+        status: status::status_line(&state, false),
+        state,
+        fib,
+        grace,
+        routes: Some(routes),
+        published,
+        tracker,
+        speaker: None,
+        speaker_slot,
+        workloads: BTreeMap::new(),
+        kernel_originated: BTreeSet::new(),
+    };
+    d.run(store, workload_rx, reload, stop).await
+}
+
+impl Daemon {
+    /// The main loop. BGP starts with the first valid snapshot; until then it runs all
+    /// the same (control socket, watchdog, SIGHUP, datastore events): a node booted
+    /// with a broken configuration or an unreachable datastore stays up, says why, and
+    /// starts BGP as soon as the datastore holds a valid configuration.
+    async fn run(
+        mut self,
+        mut store: mpsc::Receiver<StoreEvent>,
+        mut workload_rx: mpsc::Receiver<BTreeMap<IpNet, String>>,
+        reload: Arc<Notify>,
+        stop: Arc<Notify>,
+    ) -> Result<(), String> {
+        let mut events: Option<mpsc::Receiver<SpeakerEvent>> = None;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut signals = Signals::new(stop)?;
+        // READY=1 means "up and answering": the control socket listens and the main
+        // loop runs. Whether the node is ready for traffic is `tern health --ready`;
+        // holding READY back for a configuration would let systemd kill (and restart
+        // in a loop) a daemon that only waits for the datastore to be fixed.
+        notify_ready(&self.status);
+        loop {
+            tokio::select! {
+                ev = next_event(&mut events) => match ev {
+                    Some(ev) => on_speaker_event(ev, &self.state),
+                    None => return Err("the BGP speaker stopped".into()),
+                },
+                ev = store.recv() => match ev {
+                    Some(ev) => {
+                        if let Some(ev) = self.on_store(ev).await? {
+                            events = Some(ev);
+                        }
+                    }
+                    None => return Err("the datastore task stopped".into()),
+                },
+                Some(w) = workload_rx.recv() => {
+                    self.workloads = w;
+                    self.sync_workloads().await;
+                }
+                Ok(()) = self.grace.changed() => {
+                    let in_grace = *self.grace.borrow_and_update();
+                    if let Ok(mut s) = self.state.lock() {
+                        s.in_grace = in_grace;
+                    }
+                }
+                sig = signals.next() => {
+                    if sig == "SIGHUP" {
+                        tracing::info!("SIGHUP: re-reading the datastore");
+                        reload.notify_one();
+                        continue;
+                    }
+                    tracing::info!("{sig}: stopping; kernel routes stay in place for the next start");
+                    notify_stopping();
+                    if let Some(sp) = &self.speaker {
+                        let _ = sp
+                            .send(SpeakerCommand::Shutdown(Some("tern is stopping".into())))
+                            .await;
+                        // Give the NOTIFICATIONs a moment to leave.
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    return Ok(());
+                }
+                _ = tick.tick() => {
+                    // Fed while waiting for a configuration too: waiting is not hanging.
+                    notify_watchdog();
+                    match self.state.lock() {
+                        Ok(mut s) => s.last_tick = Instant::now(),
+                        Err(_) => return Err("the daemon's state is poisoned".into()),
+                    }
+                    update_status(&self.state, self.speaker.is_some(), &mut self.status);
+                }
+            }
+        }
+    }
+
+    /// A datastore event: an accepted intent is applied (BGP starts with the first);
+    /// returns the speaker's events when BGP just started.
+    async fn on_store(
+        &mut self,
+        ev: StoreEvent,
+    ) -> Result<Option<mpsc::Receiver<SpeakerEvent>>, String> {
+        let large = matches!(&ev, StoreEvent::Snapshot { documents, .. }
+            if documents.len() >= memory::TRIM_AFTER_DOCUMENTS);
+        let diff = intent::on_store_event(ev, &mut self.tracker, &self.state, &self.published);
+        if large {
+            memory::release_freed();
+        }
+        let mut started = None;
+        if let (Some(diff), Some(i)) = (diff, self.tracker.current().cloned()) {
+            match (&self.speaker, self.routes.take()) {
+                (Some(sp), _) => {
+                    intent::apply_diff(&diff, &i, sp, &self.fib, &self.state, &self.cfg).await;
+                }
+                (None, Some(routes)) => {
+                    let (sp, ev) =
+                        start::start_bgp(&diff, &i, &self.fib, routes, &self.state, &self.cfg)
+                            .await?;
+                    let _ = self.speaker_slot.set(sp.clone());
+                    self.speaker = Some(sp);
+                    started = Some(ev);
+                }
+                (None, None) => return Err("BGP cannot be started twice".into()),
+            }
+            self.sync_workloads().await;
+        }
+        update_status(&self.state, self.speaker.is_some(), &mut self.status);
+        Ok(started)
+    }
+
+    /// Originates the borrowed workload addresses, once BGP runs.
+    async fn sync_workloads(&mut self) {
+        if let (Some(i), Some(sp)) = (self.tracker.current(), &self.speaker) {
+            intent::sync_workloads(
+                i,
+                &self.workloads,
+                &mut self.kernel_originated,
+                sp,
+                &self.state,
+            )
+            .await;
+        }
+    }
+}
+
+/// The signals that stop the daemon or make it re-read the datastore.
+struct Signals {
+    stop: Arc<Notify>,
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new(stop: Arc<Notify>) -> Result<Signals, String> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                stop,
+                hup: signal(SignalKind::hangup())
+                    .map_err(|e| format!("cannot watch SIGHUP: {e}"))?,
+                term: signal(SignalKind::terminate())
+                    .map_err(|e| format!("cannot watch SIGTERM: {e}"))?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals { stop })
+    }
+
+    /// The next signal's name (or the service manager's stop request).
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = self.hup.recv() => "SIGHUP",
+                _ = self.stop.notified() => "stop request",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => "Ctrl-C",
+                _ = self.stop.notified() => "service stop",
+            }
+        }
+    }
+}
+
+/// The speaker's next event; never ready while BGP has not started.
+async fn next_event(events: &mut Option<mpsc::Receiver<SpeakerEvent>>) -> Option<SpeakerEvent> {
+    match events {
+        Some(e) => e.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Speaker events: peer states to the snapshot (logged once each). Routes are not
+/// among them: they go from the speaker to the FIB task.
+fn on_speaker_event(ev: SpeakerEvent, state: &Arc<Mutex<State>>) {
+    match ev {
+        // Only from a speaker started without a route channel; this one has one.
+        SpeakerEvent::Routes(_) => {}
+        SpeakerEvent::PeerUp(addr, n) => {
+            tracing::info!(peer = %addr, families = ?n.families.iter().map(|f| f.to_string()).collect::<Vec<_>>(), "BGP session established");
+            if let Ok(mut s) = state.lock() {
+                s.peer_up(addr.ip(), &n);
+            }
+        }
+        SpeakerEvent::PeerDown(addr, why) => {
+            tracing::warn!(peer = %addr, "BGP session down: {why}");
+            if let Ok(mut s) = state.lock() {
+                s.peer_down(addr.ip(), &why);
+            }
+        }
+        SpeakerEvent::Rejected(addr, why) => {
+            tracing::warn!(peer = %addr, "route refused: {why}");
+        }
+        SpeakerEvent::PeerState(addr, to) => {
+            tracing::debug!(peer = %addr, "BGP state {to:?}");
+            if let Ok(mut s) = state.lock() {
+                if let Some(p) = s.peers.get_mut(&addr.ip()) {
+                    p.state = format!("{to:?}");
+                }
+            }
+        }
+        SpeakerEvent::RestartComplete { peers, by_timer } => {
+            // The FIB task hears the same from the speaker (RibNews::Converged) and
+            // ends its grace then.
+            if by_timer {
+                tracing::warn!(peers, "graceful restart over: selection deferral timer ran out before every peer sent End-of-RIB; our table sent");
+            } else {
+                tracing::info!(
+                    peers,
+                    "graceful restart over: every peer sent End-of-RIB; our table sent"
+                );
+            }
+        }
+        SpeakerEvent::Refused(addr) => {
+            tracing::warn!(from = %addr, "refused a BGP connection from an address that is not a configured peer");
+        }
+    }
+}

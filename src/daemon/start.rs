@@ -1,0 +1,137 @@
+//! Starting the parts: the datastore task for the configured datastore, and BGP with
+//! the first accepted intent (the speaker, its sessions, the intent's own prefixes).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tern_bgp::speaker::{self, RibNews, SpeakerCommand, SpeakerEvent};
+use tern_config::cluster::DEFAULT_SECRETS_DIR;
+use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
+use tern_config::datastore::kubernetes::{self, KubeSettings, KubeStore};
+use tern_config::datastore::{file::FileStore, StoreEvent};
+use tern_config::diff::IntentDiff;
+use tern_config::intent::Intent;
+use tern_config::{DaemonConfig, Datastore};
+use tokio::sync::{mpsc, Notify};
+
+use super::fib_task::FibMsg;
+use super::state::State;
+use super::{convert, routes};
+
+/// Starts the store task for the configured datastore.
+pub async fn start_store(
+    cfg: &DaemonConfig,
+    reload: Arc<Notify>,
+) -> Result<(mpsc::Receiver<StoreEvent>, String), String> {
+    let (tx, rx) = mpsc::channel(4);
+    let name = match &cfg.datastore {
+        Datastore::File { path } => {
+            let store =
+                FileStore::new(path.clone()).with_max_bytes(cfg.limits.datastore_document_bytes);
+            tokio::spawn(store.run(tx, reload));
+            format!("file {}", path.display())
+        }
+        Datastore::Etcdv3 {
+            endpoints,
+            tls,
+            auth,
+        } => {
+            let options = EtcdOptions {
+                endpoints: endpoints.clone(),
+                tls: tls.clone(),
+                auth: auth.clone(),
+            };
+            let store = EtcdStore::connect(&options)
+                .await
+                .map_err(|e| e.to_string())?
+                .with_max_document_bytes(cfg.limits.datastore_document_bytes);
+            // etcd pushes changes; a reload has nothing to re-read.
+            drop(reload);
+            tokio::spawn(store.run(tx));
+            format!("etcdv3 {}", endpoints.join(","))
+        }
+        Datastore::Kubernetes {
+            kubeconfig,
+            namespace,
+        } => {
+            let store = KubeStore::connect(&kube_settings(cfg, kubeconfig, namespace))
+                .await
+                .map_err(|e| e.to_string())?;
+            // The API server pushes changes; a reload has nothing to re-read.
+            drop(reload);
+            let name = format!("kubernetes {}", store.url());
+            tokio::spawn(store.run(tx));
+            name
+        }
+    };
+    Ok((rx, name))
+}
+
+/// The Kubernetes store's settings from `tern.yaml` (and the environment).
+pub fn kube_settings(
+    cfg: &DaemonConfig,
+    kubeconfig: &Option<PathBuf>,
+    namespace: &Option<String>,
+) -> KubeSettings {
+    KubeSettings {
+        kubeconfig: kubeconfig.clone(),
+        namespace: namespace
+            .clone()
+            .unwrap_or_else(|| kubernetes::DEFAULT_NAMESPACE.to_string()),
+        max_document_bytes: cfg.limits.datastore_document_bytes,
+    }
+}
+
+/// Starts BGP with the first accepted intent: the speaker with its sessions, then the
+/// intent's own prefixes. A failure here (port 179 taken) ends the daemon.
+pub async fn start_bgp(
+    first: &IntentDiff,
+    intent: &Intent,
+    fib: &mpsc::Sender<FibMsg>,
+    routes: mpsc::Sender<RibNews>,
+    state: &Arc<Mutex<State>>,
+    cfg: &DaemonConfig,
+) -> Result<(mpsc::Sender<SpeakerCommand>, mpsc::Receiver<SpeakerEvent>), String> {
+    let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
+    let (mut speaker_cfg, peer_errors) = convert::speaker_config(intent, &secrets_dir, &cfg.limits);
+    // The blackholes of our blocks first: the FIB task answers the question below
+    // after taking them (one channel, in order), so when the speaker says at once that
+    // its table is complete (no restart), or soon, they are wanted already and the
+    // end of the grace does not remove (and re-add) them.
+    routes::install_own(first, intent, fib, cfg.fib.table).await;
+    // Our routes still in the kernel: this is a restart with forwarding kept, so peers
+    // are asked to keep ours until we have sent them our table again.
+    let (atx, arx) = tokio::sync::oneshot::channel();
+    let _ = fib.send(FibMsg::Adopted(atx)).await;
+    let adopted = arx.await.unwrap_or(0);
+    if adopted > 0 {
+        tracing::info!(
+            routes = adopted,
+            "restarting with forwarding state kept: announcing graceful restart (R and F bits) and holding our UPDATEs until every peer has sent End-of-RIB"
+        );
+        speaker_cfg.restarting = true;
+    }
+    for e in &peer_errors {
+        tracing::error!("session not started: {e}");
+    }
+    let (etx, events) = mpsc::channel(1024);
+    // Loc-RIB changes go straight to the FIB task on `routes`, not among the events.
+    let speaker = speaker::spawn_routed(speaker_cfg, etx, routes)
+        .await
+        .map_err(|e| format!("cannot start BGP on port {}: {e}", intent.listen.port))?;
+    routes::originate(first, &speaker).await;
+    if let Ok(mut s) = state.lock() {
+        s.set_peers(intent);
+        if !peer_errors.is_empty() {
+            s.config_error = Some(peer_errors.join("; "));
+        }
+    }
+    tracing::info!(
+        router_id = %intent.router_id,
+        asn = intent.asn,
+        peers = intent.peers.len(),
+        originated = intent.originated.len(),
+        "configuration applied"
+    );
+    Ok((speaker, events))
+}
