@@ -27,7 +27,7 @@ pub(super) fn filter(
     for w in ignored {
         if w.field.starts_with("spec") {
             errors.push(d.error(
-                &w.field,
+                &indexed(&w.field),
                 "not a BGPFilter field of Calico v3.32 (the version tern follows); tern cannot \
                  honour it, and leaving it out would make the rule match routes it was written \
                  to exclude",
@@ -45,6 +45,23 @@ pub(super) fn filter(
         export_v6: rules(d, "spec.exportV6", true, &s.export_v6, errors),
         import_v6: rules(d, "spec.importV6", true, &s.import_v6, errors),
     })
+}
+
+/// A field path as the other errors write it: `spec.exportV4[0].nextHop` rather than
+/// the deserializer's `spec.exportV4.0.nextHop`.
+fn indexed(path: &str) -> String {
+    let mut out = String::new();
+    for part in path.split('.') {
+        if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{part}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(part);
+        }
+    }
+    out
 }
 
 /// One list of rules (`field` names it); a rule with an error is left out.
