@@ -1,0 +1,655 @@
+//! The speaker's decisions, sans-IO: [`Speaker::handle`] takes one [`Input`] (a session
+//! event, a command, a timer that expired, a session's queue filling up or draining)
+//! with the time of the moment and returns the [`Output`]s to carry out, in order. It
+//! reads no clock, spawns nothing, awaits nothing and holds no channel: the driver
+//! (`task`) does all of that, and tests replay inputs against it directly
+//! (`bgp/tests/scenarios`).
+//!
+//! Flow control: the core sends to a session only while it believes the session takes
+//! commands. When the driver finds a session's queue full it says [`Input::Stalled`];
+//! from then on only the prefixes of later changes are noted (memory bounded by the
+//! table), and [`Input::Writable`] sends what the Loc-RIB holds for them at that moment.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ipnet::IpNet;
+
+use crate::fsm::Negotiated;
+use crate::rib::export::{AdjRibOut, Exported};
+use crate::rib::{Best, BestChange, PeerSource, Rib};
+use crate::session::{DriverConfig, SessionEvent};
+use crate::wire::{Capability, Family, Message, Notification, PathAttributes, Update};
+
+use super::gr::{Down, OwnRestart, Progress};
+use super::peer::{self, Out, Peer};
+use super::{PeerConfig, PeerStats, RibNews, SpeakerConfig, SpeakerEvent, LIMIT_HOLD_DOWN};
+
+/// A timer the core asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimerId {
+    /// The restart time of a peer we help through a graceful restart, for its restart
+    /// number `generation`.
+    Restart {
+        /// The peer.
+        peer: IpAddr,
+        /// Which restart.
+        generation: u64,
+    },
+    /// Our own selection deferral timer.
+    Deferral,
+}
+
+/// What the core is told.
+#[derive(Debug)]
+pub enum Input {
+    /// A session reported something.
+    Session(SessionEvent),
+    /// Originate a route of our own.
+    Originate {
+        /// The prefix.
+        prefix: IpNet,
+        /// Its attributes (ORIGIN, communities); AS_PATH empty.
+        attrs: PathAttributes,
+    },
+    /// Stop originating a route.
+    Withdraw(IpNet),
+    /// A new peer (ignored if a peer with that address exists).
+    AddPeer(PeerConfig),
+    /// Forget a peer and its routes; the text goes into the NOTIFICATION.
+    RemovePeer(IpAddr, String),
+    /// The session of an added peer could not be started: forget the peer.
+    StartFailed(IpAddr),
+    /// A timer expired.
+    Timer(TimerId),
+    /// The session's queue was full: an [`Output::Send`] to it did not fit.
+    Stalled(IpAddr),
+    /// The session takes commands again.
+    Writable(IpAddr),
+}
+
+/// Rare commands for a session, queued without waiting on it.
+#[derive(Debug, Clone)]
+pub enum Control {
+    /// Stop, with this shutdown message (RFC 9003).
+    Stop(Option<String>),
+    /// End the session with this NOTIFICATION and stay down at least this long.
+    Reset(Notification, Duration),
+    /// Capabilities for the next OPEN.
+    SetCapabilities(Vec<Capability>),
+}
+
+/// What the core asks for, to be carried out in order.
+#[derive(Debug)]
+pub enum Output {
+    /// Queue these UPDATEs (encoded) for the session of this peer.
+    Send(IpAddr, Vec<Bytes>),
+    /// A rare command for the session of this peer.
+    Control(IpAddr, Control),
+    /// Start a session for a peer (a configured or added one) and register it with
+    /// the listener.
+    StartSession(Box<DriverConfig>),
+    /// Stop a removed peer's session with this message and forget it.
+    DropSession(IpAddr, String),
+    /// Loc-RIB news for whoever installs routes.
+    Rib(RibNews),
+    /// An event for the owner.
+    Event(SpeakerEvent),
+    /// Arm timer `id` for `at`, or cancel it (`None`).
+    Timer {
+        /// Which.
+        id: TimerId,
+        /// When it expires.
+        at: Option<Instant>,
+    },
+}
+
+/// The speaker's state: the RIB, every peer, our own restart.
+pub struct Speaker {
+    cfg: SpeakerConfig,
+    rib: Rib,
+    /// Ordered, so outputs come in the same order every run.
+    peers: BTreeMap<IpAddr, Peer>,
+    /// Our routes' source.
+    me: Arc<PeerSource>,
+    /// Our addresses, which no peer's route may have as next hop.
+    own: Arc<[IpAddr]>,
+    restart: OwnRestart,
+    out: Vec<Output>,
+}
+
+impl Speaker {
+    /// A speaker at `now`, with the outputs that start it (a session per configured
+    /// peer; convergence at once, or the selection deferral timer when restarting).
+    pub fn new(cfg: SpeakerConfig, now: Instant) -> (Speaker, Vec<Output>) {
+        let me = Arc::new(PeerSource {
+            address: IpAddr::V4(cfg.router_id),
+            router_id: cfg.router_id,
+            asn: cfg.local_as,
+            ebgp: false,
+            rr_client: false,
+            local: true,
+        });
+        let mut out = Vec::new();
+        let mut peers = BTreeMap::new();
+        for p in &cfg.peers {
+            out.push(Output::StartSession(Box::new(peer::driver_config(&cfg, p))));
+            peers.insert(p.address.ip(), Peer::new(p.clone()));
+        }
+        if cfg.restarting {
+            let at = now + OwnRestart::deferral(cfg.peers.iter());
+            out.push(Output::Timer {
+                id: TimerId::Deferral,
+                at: Some(at),
+            });
+        } else {
+            out.push(Output::Rib(RibNews::Converged));
+        }
+        let speaker = Speaker {
+            own: peer::own_addresses(&cfg.router_id, cfg.peers.iter()),
+            rib: Rib::new(cfg.max_paths),
+            restart: OwnRestart::new(cfg.restarting),
+            cfg,
+            peers,
+            me,
+            out: Vec::new(),
+        };
+        (speaker, out)
+    }
+
+    /// Takes one input at time `now`; returns what to do, in order.
+    pub fn handle(&mut self, now: Instant, input: Input) -> Vec<Output> {
+        match input {
+            Input::Session(e) => self.session(now, e),
+            Input::Originate { prefix, attrs } => {
+                let u = originate(self.cfg.router_id, prefix, attrs);
+                let me = Arc::clone(&self.me);
+                let changes = self.rib.apply_update(&me, &u);
+                self.propagate(changes);
+            }
+            Input::Withdraw(prefix) => {
+                let u = withdraw(prefix);
+                let me = Arc::clone(&self.me);
+                let changes = self.rib.apply_update(&me, &u);
+                self.propagate(changes);
+            }
+            Input::AddPeer(p) => {
+                if !self.peers.contains_key(&p.address.ip()) {
+                    let dc = peer::driver_config(&self.cfg, &p);
+                    self.peers.insert(p.address.ip(), Peer::new(p));
+                    self.own_changed();
+                    self.out.push(Output::StartSession(Box::new(dc)));
+                }
+            }
+            Input::StartFailed(ip) => {
+                if self.peers.remove(&ip).is_some() {
+                    self.own_changed();
+                }
+            }
+            Input::RemovePeer(ip, text) => {
+                if self.peers.remove(&ip).is_some() {
+                    self.out.push(Output::DropSession(ip, text));
+                    let changes = self.rib.peer_down(ip);
+                    self.propagate(changes);
+                }
+            }
+            Input::Timer(TimerId::Deferral) => {
+                if self.restart.running() {
+                    self.end_deferral(true);
+                }
+            }
+            Input::Timer(TimerId::Restart { peer, generation }) => {
+                if self
+                    .peers
+                    .get(&peer)
+                    .is_some_and(|p| p.gr.is_current(generation))
+                {
+                    self.end_restart(peer, None);
+                }
+            }
+            Input::Stalled(ip) => {
+                if let Some(p) = self.peers.get_mut(&ip) {
+                    p.stalled = true;
+                }
+            }
+            Input::Writable(ip) => {
+                if let Some(p) = self.peers.get_mut(&ip) {
+                    p.stalled = false;
+                }
+                self.flush(ip);
+            }
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// The current Loc-RIB.
+    pub fn routes(&self) -> Vec<(IpNet, Best)> {
+        self.rib.iter().map(|(p, b)| (*p, b.clone())).collect()
+    }
+
+    /// Per-peer counters.
+    pub fn peer_stats(&self) -> Vec<PeerStats> {
+        self.peers
+            .iter()
+            .map(|(a, p)| PeerStats {
+                address: *a,
+                updates_in: p.updates_in,
+                updates_out: p.updates_out,
+                advertised: p.out.as_ref().map_or(0, |o| o.rib.len() as u64),
+                received: self.rib.paths_from(*a),
+            })
+            .collect()
+    }
+
+    /// What one peer has been sent; `None` if it is not a peer or not established.
+    pub fn advertised(&self, ip: IpAddr) -> Option<Vec<(IpNet, Exported)>> {
+        self.peers
+            .get(&ip)
+            .and_then(|p| p.out.as_ref())
+            .map(|o| o.rib.iter().map(|(n, e)| (*n, e.clone())).collect())
+    }
+
+    /// The configured peers' addresses.
+    pub fn peers(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.peers.keys().copied()
+    }
+
+    fn own_changed(&mut self) {
+        self.own = peer::own_addresses(&self.cfg.router_id, self.peers.values().map(|p| &p.cfg));
+    }
+
+    fn event(&mut self, e: SpeakerEvent) {
+        self.out.push(Output::Event(e));
+    }
+
+    fn session(&mut self, now: Instant, e: SessionEvent) {
+        match e {
+            SessionEvent::Up { peer, negotiated } => self.session_up(peer, negotiated),
+            SessionEvent::Down { peer, reason } => self.session_down(now, peer, &reason),
+            SessionEvent::Update { peer, update } => self.update(peer, &update),
+            SessionEvent::RouteRefresh { peer, refresh } => {
+                let Some(p) = self.peers.get_mut(&peer.ip()) else {
+                    return;
+                };
+                // Answered as soon as the session takes commands (at once, normally),
+                // one pending answer per family at most.
+                if p.out.is_some() && !p.refreshes.contains(&refresh.family) {
+                    p.refreshes.push(refresh.family);
+                }
+                self.flush(peer.ip());
+            }
+            SessionEvent::StateChanged { peer, to, .. } => {
+                if self.peers.contains_key(&peer.ip()) {
+                    self.event(SpeakerEvent::PeerState(peer, to));
+                }
+            }
+        }
+    }
+
+    fn session_up(&mut self, peer: SocketAddr, negotiated: Box<Negotiated>) {
+        let ip = peer.ip();
+        let Some(p) = self.peers.get(&ip) else {
+            return;
+        };
+        let local_as = p.cfg.local_as.unwrap_or(self.cfg.local_as);
+        let source = Arc::new(PeerSource {
+            address: ip,
+            router_id: negotiated.peer_id,
+            asn: negotiated.peer_asn,
+            ebgp: negotiated.peer_asn != local_as,
+            rr_client: p.cfg.rr_client,
+            local: false,
+        });
+        for f in p.gr.not_kept(negotiated.peer_graceful_restart.as_ref()) {
+            self.end_restart(ip, Some(f));
+        }
+        let restarting = self.restart.running();
+        if let Some(p) = self.peers.get_mut(&ip) {
+            p.gr.session_up(&negotiated);
+            p.source = Some(source);
+            p.families = negotiated.families.clone();
+            p.eor_in.clear();
+            p.malformed_seen.clear();
+            p.held = restarting.then(|| (*negotiated).clone());
+        }
+        if !restarting {
+            self.send_initial(ip, &negotiated);
+        }
+        self.event(SpeakerEvent::PeerUp(peer, negotiated));
+        self.check_deferral();
+    }
+
+    fn session_down(&mut self, now: Instant, peer: SocketAddr, reason: &crate::fsm::DownReason) {
+        let ip = peer.ip();
+        let mut text = reason.to_string();
+        let Some(p) = self.peers.get_mut(&ip) else {
+            let changes = self.rib.peer_down(ip);
+            self.propagate(changes);
+            self.event(SpeakerEvent::PeerDown(peer, text));
+            return;
+        };
+        if let Some(why) = p.limit_reset.take() {
+            text = format!("{text}: {why}");
+        }
+        let was_up = p.source.is_some();
+        p.clear_session();
+        let text = match p.gr.session_down(was_up, reason) {
+            Down::Kept {
+                restart_time,
+                generation,
+                families,
+            } => {
+                self.rib.mark_stale(ip);
+                // Families the capability did not list are not kept.
+                for f in [Family::IPV4_UNICAST, Family::IPV6_UNICAST] {
+                    if !families.contains(&f) {
+                        let changes = self.rib.sweep_stale(ip, Some(f));
+                        self.propagate(changes);
+                    }
+                }
+                self.out.push(Output::Timer {
+                    id: TimerId::Restart {
+                        peer: ip,
+                        generation,
+                    },
+                    at: Some(now + Duration::from_secs(u64::from(restart_time))),
+                });
+                format!("{text}; graceful restart: keeping its routes for up to {restart_time} s")
+            }
+            Down::StillRestarting => format!("{text}; still in graceful restart"),
+            Down::Ended => {
+                let changes = self.rib.peer_down(ip);
+                self.propagate(changes);
+                text
+            }
+        };
+        self.event(SpeakerEvent::PeerDown(peer, text));
+    }
+
+    fn update(&mut self, peer: SocketAddr, update: &Update) {
+        let ip = peer.ip();
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
+        };
+        p.updates_in += 1;
+        let Some(source) = p.source.clone() else {
+            return;
+        };
+        let mut first_seen = Vec::new();
+        for e in &update.errors {
+            if !p.malformed_seen.contains(&(e.code, e.subcode)) {
+                p.malformed_seen.push((e.code, e.subcode));
+                let n = update.announced_count();
+                let plural = if n == 1 { "" } else { "es" };
+                first_seen.push(format!(
+                    "malformed UPDATE ({n} prefix{plural}): {e}; further ones like it this session are not logged"
+                ));
+            }
+        }
+        for text in first_seen {
+            self.event(SpeakerEvent::Rejected(peer, text));
+        }
+        let end_of_rib = update.end_of_rib_family();
+        let (changes, rejected) = match self.peers.get(&ip) {
+            Some(p) => peer::import(&mut self.rib, &self.cfg, &self.own, &p.cfg, &source, update),
+            None => return,
+        };
+        if let Some(r) = rejected {
+            self.event(SpeakerEvent::Rejected(peer, r.to_string()));
+        }
+        self.propagate(changes);
+        if self.over_limit(ip) {
+            return;
+        }
+        if let Some(f) = end_of_rib {
+            self.end_restart(ip, Some(f));
+            if let Some(p) = self.peers.get_mut(&ip) {
+                p.eor_in.push(f);
+            }
+            self.check_deferral();
+        }
+    }
+
+    /// After an UPDATE from `ip`: if its paths or all paths together are now over a
+    /// limit, ends its session with Cease / Maximum Number of Prefixes Reached and
+    /// drops its routes at once (not when the session reports it is down), so the
+    /// table never holds more than the limit plus one UPDATE.
+    fn over_limit(&mut self, ip: IpAddr) -> bool {
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return false;
+        };
+        let held = self.rib.paths_from(ip);
+        let total = self.rib.paths_total();
+        let Some(breach) =
+            super::limits::check(held, total, p.cfg.max_prefixes, self.cfg.max_routes)
+        else {
+            return false;
+        };
+        let family = p.families.first().copied().unwrap_or(Family::IPV4_UNICAST);
+        let address = p.cfg.address;
+        p.limit_reset = Some(breach.why.clone());
+        // No graceful restart for these routes: the peer is the problem. Without a
+        // source, UPDATEs still queued from the session are ignored.
+        p.gr.abandon();
+        p.clear_session();
+        self.event(SpeakerEvent::Rejected(
+            address,
+            format!("prefix limit: {}", breach.why),
+        ));
+        self.out.push(Output::Control(
+            ip,
+            Control::Reset(
+                Notification::max_prefixes(family, breach.limit),
+                LIMIT_HOLD_DOWN,
+            ),
+        ));
+        let changes = self.rib.peer_down(ip);
+        self.propagate(changes);
+        true
+    }
+
+    /// Sends a peer that just came up the whole table, then End-of-RIB per family. This
+    /// goes out even to a session believed stalled: the driver queues it behind what
+    /// waits there (the table must not be lost; it is built once per session).
+    fn send_initial(&mut self, ip: IpAddr, negotiated: &Negotiated) {
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
+        };
+        let rib = AdjRibOut::new(peer::export_policy(&self.cfg, &p.cfg))
+            .with_families(&negotiated.families)
+            .with_add_path(&negotiated.add_path_send);
+        let mut out = Out {
+            rib,
+            tx: negotiated.tx,
+            enhanced: negotiated.enhanced_route_refresh,
+        };
+        let all: Vec<BestChange> = self
+            .rib
+            .iter()
+            .map(|(p, b)| BestChange {
+                prefix: *p,
+                now: Some(b.clone()),
+            })
+            .collect();
+        let mut msgs = peer::export(&mut out, &all);
+        for f in &negotiated.families {
+            if let Ok(b) = Message::Update(Update::end_of_rib(*f)).encode(&negotiated.tx) {
+                msgs.push(b);
+            }
+        }
+        p.out = Some(out);
+        p.deferred.clear();
+        p.refreshes.clear();
+        p.updates_out += msgs.len() as u64;
+        self.out.push(Output::Send(ip, msgs));
+    }
+
+    /// While we restart: once every peer is up and has sent End-of-RIB for each of its
+    /// families, our Loc-RIB is complete and the held UPDATEs can go.
+    fn check_deferral(&mut self) {
+        let progress = self.peers.values().map(|p| Progress {
+            up: p.source.is_some(),
+            graceful: p.gr.negotiated(),
+            families: &p.families,
+            eor_in: &p.eor_in,
+        });
+        if self.restart.complete(progress) {
+            self.out.push(Output::Timer {
+                id: TimerId::Deferral,
+                at: None,
+            });
+            self.end_deferral(false);
+        }
+    }
+
+    /// Ends our graceful restart: each held peer gets its table and End-of-RIB, and
+    /// later OPENs no longer carry the R bit (the F bits stay: our routes are still in
+    /// the kernel).
+    fn end_deferral(&mut self, by_timer: bool) {
+        self.restart.finish();
+        self.cfg.restarting = false;
+        let held: Vec<(IpAddr, Negotiated)> = self
+            .peers
+            .iter_mut()
+            .filter_map(|(ip, p)| p.held.take().map(|n| (*ip, n)))
+            .collect();
+        for (ip, n) in &held {
+            self.send_initial(*ip, n);
+        }
+        for (ip, p) in &self.peers {
+            let caps = peer::capabilities(&p.cfg, self.cfg.local_as, false, true);
+            self.out
+                .push(Output::Control(*ip, Control::SetCapabilities(caps)));
+        }
+        self.out.push(Output::Rib(RibNews::Converged));
+        self.event(SpeakerEvent::RestartComplete {
+            peers: held.len(),
+            by_timer,
+        });
+    }
+
+    /// The peer re-sent a family's routes (End-of-RIB), did not keep its forwarding
+    /// state, or its restart time ran out (`None`: every family): what it did not send
+    /// again is withdrawn.
+    fn end_restart(&mut self, ip: IpAddr, family: Option<Family>) {
+        if self.peers.get_mut(&ip).is_some_and(|p| p.gr.end(family)) {
+            let changes = self.rib.sweep_stale(ip, family);
+            self.propagate(changes);
+        }
+    }
+
+    /// Sends Loc-RIB changes to every established peer that takes commands (noting
+    /// only the prefixes for those that do not), and to whoever installs routes.
+    fn propagate(&mut self, changes: Vec<BestChange>) {
+        if changes.is_empty() {
+            return;
+        }
+        for (ip, p) in self.peers.iter_mut() {
+            let Some(out) = p.out.as_mut() else {
+                continue;
+            };
+            if p.stalled || !p.deferred.is_empty() {
+                // Its peer is not reading (RFC 9687; the send hold timer ends it).
+                // Waiting would stall every other peer and the FIB with it, so only
+                // the prefixes are noted.
+                p.deferred.extend(changes.iter().map(|c| c.prefix));
+                continue;
+            }
+            let msgs = peer::export(out, &changes);
+            if !msgs.is_empty() {
+                p.updates_out += msgs.len() as u64;
+                self.out.push(Output::Send(*ip, msgs));
+            }
+        }
+        self.out.push(Output::Rib(RibNews::Changes(changes)));
+    }
+
+    /// Hands a session that takes commands the changes and refreshes waiting for it.
+    fn flush(&mut self, ip: IpAddr) {
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
+        };
+        let Some(out) = p.out.as_mut() else {
+            p.deferred.clear();
+            p.refreshes.clear();
+            return;
+        };
+        if p.stalled {
+            return;
+        }
+        if !p.deferred.is_empty() {
+            let changes: Vec<BestChange> = std::mem::take(&mut p.deferred)
+                .into_iter()
+                .map(|prefix| BestChange {
+                    prefix,
+                    now: self.rib.best(&prefix).cloned(),
+                })
+                .collect();
+            let msgs = peer::export(out, &changes);
+            if !msgs.is_empty() {
+                p.updates_out += msgs.len() as u64;
+                self.out.push(Output::Send(ip, msgs));
+            }
+        }
+        // Refreshes after the deferred changes: they re-send what those set up.
+        for family in std::mem::take(&mut p.refreshes) {
+            if let Ok(msgs) = out.rib.refresh(family, &out.tx, out.enhanced) {
+                p.updates_out += msgs.len() as u64;
+                self.out.push(Output::Send(ip, msgs));
+            }
+        }
+    }
+}
+
+/// The UPDATE that puts our own route for `prefix` into the RIB.
+fn originate(router_id: std::net::Ipv4Addr, prefix: IpNet, attrs: PathAttributes) -> Update {
+    let nlri = crate::wire::Nlri::new(prefix);
+    if prefix.addr().is_ipv4() {
+        Update {
+            attributes: PathAttributes {
+                next_hop: Some(router_id),
+                ..attrs
+            },
+            nlri: vec![nlri],
+            ..Update::default()
+        }
+    } else {
+        Update {
+            attributes: attrs,
+            mp_reach: Some(crate::wire::MpReach {
+                family: Family::IPV6_UNICAST,
+                // Exported with the session's IPv6 address; never as IPv4.
+                next_hop: crate::wire::MpNextHop::V6 {
+                    global: router_id.to_ipv6_mapped(),
+                    link_local: None,
+                },
+                nlri: vec![nlri],
+                unparsed: None,
+            }),
+            ..Update::default()
+        }
+    }
+}
+
+/// The UPDATE that takes our own route for `prefix` out of the RIB.
+fn withdraw(prefix: IpNet) -> Update {
+    let nlri = crate::wire::Nlri::new(prefix);
+    if prefix.addr().is_ipv4() {
+        Update {
+            withdrawn: vec![nlri],
+            ..Update::default()
+        }
+    } else {
+        Update {
+            mp_unreach: Some(crate::wire::MpUnreach {
+                family: Family::IPV6_UNICAST,
+                withdrawn: vec![nlri],
+                unparsed: None,
+            }),
+            ..Update::default()
+        }
+    }
+}

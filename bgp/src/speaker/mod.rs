@@ -1,0 +1,251 @@
+//! `bgp::speaker`: the RIB task. It owns the RIB and one Adj-RIB-Out per established
+//! peer, runs a session task per configured peer plus the listener, and moves routes:
+//! peer UPDATEs through import checks into the RIB, best-path changes out to every
+//! other peer (export rules, packed UPDATEs) and to whoever installs routes (the FIB
+//! task), locally originated routes (blocks, borrowed addresses) in as paths of our own.
+//!
+//! One owner for the routing state (docs/architecture.md): sessions talk to this task over
+//! channels, nothing else touches the RIB. The decisions are made by the sans-IO
+//! [`core::Speaker`] (inputs in, outputs out, no clock, no channels), with graceful
+//! restart in [`gr`] and prefix limits in [`limits`]; `task` is the tokio driver that
+//! owns the sessions, the listener and the timers and carries out the core's outputs.
+//! This module holds the public types.
+
+pub mod core;
+pub mod gr;
+pub mod limits;
+mod peer;
+mod task;
+
+pub use task::{spawn, spawn_routed};
+#[doc(hidden)]
+pub use task::{spawn_with, Link, Spawner};
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use tokio::sync::oneshot;
+
+use crate::fsm::Negotiated;
+use crate::rib::export::Exported;
+use crate::rib::{Best, BestChange};
+use crate::wire::{Family, PathAttributes};
+
+/// Hold time when the configuration sets none: RFC 4271's suggestion and what GoBGP and
+/// FRR use (BIRD's default is 240 s), so a dead peer is noticed sooner. The one default:
+/// the daemon's configuration uses it too.
+pub const DEFAULT_HOLD_TIME: u16 = 90;
+
+/// Time between connection attempts: short, so a node whose peers started a moment
+/// after it (their listener not up yet: the connection was refused) reconverges in
+/// seconds; long enough for a SYN retransmission on a lossy link (1 s) to complete.
+pub const DEFAULT_CONNECT_RETRY: Duration = Duration::from_secs(3);
+
+/// One configured peer.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// Address and port.
+    pub address: SocketAddr,
+    /// The peer's AS.
+    pub peer_as: u32,
+    /// Our AS towards this peer, when not the speaker's (Calico's localASNumber).
+    pub local_as: Option<u32>,
+    /// Our address on this session (source address, and next hop we advertise).
+    pub local_address: Option<IpAddr>,
+    /// Our IPv6 address for IPv6 routes sent over this session.
+    pub local_v6: Option<std::net::Ipv6Addr>,
+    /// Our IPv4 address for IPv4 routes sent over this session when `local_address` is
+    /// not IPv4 (IPv4 over an IPv6 session). None: such routes are not sent with us as
+    /// next hop. Not the router id: with `CALICO_ROUTER_ID` (an address or `hash`) that
+    /// need not be an address of this node.
+    pub local_v4: Option<Ipv4Addr>,
+    /// Hold time in seconds.
+    pub hold_time: u16,
+    /// Keepalive in seconds (None: a third of the hold time).
+    pub keepalive: Option<u16>,
+    /// Time between connection attempts.
+    pub connect_retry: Duration,
+    /// Only accept connections.
+    pub passive: bool,
+    /// TCP-MD5 password.
+    pub password: Option<String>,
+    /// GTSM maximum hops.
+    pub ttl_security: Option<u8>,
+    /// The peer is our route reflector client.
+    pub rr_client: bool,
+    /// Always advertise ourselves as next hop.
+    pub next_hop_self: bool,
+    /// Calico's numAllowedLocalASNumbers.
+    pub allowas_in: u8,
+    /// Graceful-restart time we announce to this peer (seconds, at most 4095): how long
+    /// it keeps our routes while we restart (Calico's nodeMeshMaxRestartTime /
+    /// maxRestartTime). None: 120 s, BIRD's and Calico's default.
+    pub restart_time: Option<u16>,
+    /// Families offered on this session (Multiprotocol capabilities); empty means IPv4
+    /// and IPv6 unicast.
+    pub families: Vec<Family>,
+    /// How long a connection may take to send its OPEN (None: 240 s, RFC 4271's
+    /// suggestion); see [`crate::fsm::SessionConfig::open_hold_time`].
+    pub open_hold_time: Option<Duration>,
+    /// Send hold time (RFC 9687; None: the RFC's default, at least 8 minutes).
+    pub send_hold_time: Option<Duration>,
+    /// Most paths taken from this peer (its Adj-RIB-In after the import checks); one
+    /// more ends the session with Cease / Maximum Number of Prefixes Reached (RFC
+    /// 4486) and keeps it down for [`LIMIT_HOLD_DOWN`] or longer. None: no limit.
+    pub max_prefixes: Option<u32>,
+}
+
+impl PeerConfig {
+    /// A peer at `address` in AS `peer_as` with the defaults: hold time
+    /// [`DEFAULT_HOLD_TIME`] (keepalive a third), connect retry
+    /// [`DEFAULT_CONNECT_RETRY`], active, no password, no GTSM, not a reflector client,
+    /// both unicast families; callers override fields.
+    pub fn new(address: SocketAddr, peer_as: u32) -> PeerConfig {
+        PeerConfig {
+            address,
+            peer_as,
+            local_as: None,
+            local_address: None,
+            local_v6: None,
+            local_v4: None,
+            hold_time: DEFAULT_HOLD_TIME,
+            keepalive: None,
+            connect_retry: DEFAULT_CONNECT_RETRY,
+            passive: false,
+            password: None,
+            ttl_security: None,
+            rr_client: false,
+            next_hop_self: false,
+            allowas_in: 0,
+            restart_time: None,
+            families: Vec::new(),
+            open_hold_time: None,
+            send_hold_time: None,
+            max_prefixes: None,
+        }
+    }
+}
+
+/// The speaker's settings.
+#[derive(Debug, Clone)]
+pub struct SpeakerConfig {
+    /// Our BGP identifier.
+    pub router_id: Ipv4Addr,
+    /// Our AS.
+    pub local_as: u32,
+    /// Where to listen (None: do not accept connections).
+    pub listen: Option<SocketAddr>,
+    /// Route reflector cluster id, when this node is a reflector.
+    pub cluster_id: Option<Ipv4Addr>,
+    /// Largest ECMP set.
+    pub max_paths: usize,
+    /// Peers.
+    pub peers: Vec<PeerConfig>,
+    /// We restarted with our forwarding state kept (our routes are still in the
+    /// kernel): announce the graceful-restart R bit and F bits, and hold each peer's
+    /// initial UPDATEs until every peer has sent End-of-RIB or the selection deferral
+    /// timer runs out (RFC 4724 §4.1), so peers keep our routes meanwhile and never see
+    /// a half table.
+    pub restarting: bool,
+    /// Most paths held from all peers together, so that peers cannot exhaust the
+    /// node's memory between them: the peer whose UPDATE passes it is reset as for
+    /// its own limit. None: no limit.
+    pub max_routes: Option<u64>,
+}
+
+/// Shortest time a session ended for passing a prefix limit stays down (BIRD waits
+/// 60 s before restarting a protocol after an error too); repeated resets back off
+/// further, up to the FSM's longest idle hold.
+pub const LIMIT_HOLD_DOWN: Duration = Duration::from_secs(60);
+
+/// Longest time a restarting speaker holds its initial UPDATEs (RFC 4724's selection
+/// deferral timer); never more than half the restart time announced to a peer, so no
+/// helper gives up on our routes first.
+pub const SELECTION_DEFERRAL: Duration = Duration::from_secs(30);
+
+/// What the owner of the speaker can ask.
+#[derive(Debug)]
+pub enum SpeakerCommand {
+    /// Originate a route of our own (an IPAM block, a borrowed address).
+    Originate {
+        /// The prefix.
+        prefix: IpNet,
+        /// Its attributes (ORIGIN, communities); AS_PATH empty.
+        attrs: PathAttributes,
+    },
+    /// Stop originating a route.
+    Withdraw(IpNet),
+    /// Start a session with a new peer (a configuration change); ignored if a peer
+    /// with that address exists.
+    AddPeer(PeerConfig),
+    /// Close the session with a peer and forget it and its routes; the text goes into
+    /// the NOTIFICATION (RFC 9003 shutdown message).
+    RemovePeer(IpAddr, String),
+    /// The current Loc-RIB.
+    Routes(oneshot::Sender<Vec<(IpNet, Best)>>),
+    /// Per-peer counters.
+    PeerStats(oneshot::Sender<Vec<PeerStats>>),
+    /// What one peer has been sent (its Adj-RIB-Out); `None` if it is not a peer or
+    /// not established.
+    Advertised(IpAddr, oneshot::Sender<Option<Vec<(IpNet, Exported)>>>),
+    /// Stop every session with this message and end the task.
+    Shutdown(Option<String>),
+}
+
+/// Counters of one peer since it was configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerStats {
+    /// The peer.
+    pub address: IpAddr,
+    /// UPDATE messages received.
+    pub updates_in: u64,
+    /// UPDATE messages sent (End-of-RIB markers included).
+    pub updates_out: u64,
+    /// Prefixes in its Adj-RIB-Out (0 when not established).
+    pub advertised: u64,
+    /// Paths held from it (its Adj-RIB-In after the import checks).
+    pub received: u64,
+}
+
+/// What the speaker tells whoever installs routes, on a channel of its own (see
+/// [`spawn_routed`]) so that routes do not queue behind the owner's other work.
+#[derive(Debug)]
+pub enum RibNews {
+    /// Loc-RIB changes.
+    Changes(Vec<BestChange>),
+    /// The Loc-RIB is complete: at once when we did not restart, else when our
+    /// graceful restart is over (End-of-RIB from every peer, or the selection deferral
+    /// timer). Routes an earlier run left in the kernel and nobody wants may go now.
+    Converged,
+}
+
+/// What the speaker reports.
+#[derive(Debug)]
+pub enum SpeakerEvent {
+    /// Loc-RIB changes (for the FIB), when the speaker was started with [`spawn`];
+    /// [`spawn_routed`] sends them as [`RibNews::Changes`] instead.
+    Routes(Vec<BestChange>),
+    /// A session came up.
+    PeerUp(SocketAddr, Box<Negotiated>),
+    /// A session went down.
+    PeerDown(SocketAddr, String),
+    /// A peer's route was refused by the import checks.
+    Rejected(SocketAddr, String),
+    /// A connection from an address that is not a peer was refused.
+    Refused(SocketAddr),
+    /// A session's RFC 4271 state changed (`Connect`, `Active`, `OpenSent`, ...).
+    PeerState(SocketAddr, crate::fsm::State),
+    /// Our graceful restart is over: the initial UPDATEs went to `peers` peers, after
+    /// End-of-RIB from every peer or (`by_timer`) after the selection deferral timer.
+    RestartComplete {
+        /// Peers whose initial UPDATEs had been held.
+        peers: usize,
+        /// The timer ended it, not End-of-RIB from every peer.
+        by_timer: bool,
+    },
+}
+
+/// Graceful-restart time announced when the configuration names none (BIRD's and
+/// Calico's default).
+pub const DEFAULT_RESTART_TIME: u16 = 120;

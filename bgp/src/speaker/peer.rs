@@ -1,0 +1,249 @@
+//! What the core keeps per peer, and what it derives from a peer's configuration: the
+//! session's settings and capabilities, the import and export policies. The two policy
+//! functions here ([`import`] and [`export`]) are the only places routes pass between a
+//! peer and the RIB, so a per-peer route-policy stage belongs in them.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ipnet::IpNet;
+
+use crate::fsm::{Negotiated, SessionConfig, OPEN_HOLD_TIME};
+use crate::rib::export::{AdjRibOut, ExportPolicy};
+use crate::rib::import::{ImportPolicy, Rejection};
+use crate::rib::{BestChange, PeerSource, Rib};
+use crate::session::{self, DriverConfig};
+use crate::wire::{
+    AddPathFamily, Capability, CodecOptions, Family, GracefulRestart, GracefulRestartFamily, Update,
+};
+
+use super::gr::Helper;
+use super::{PeerConfig, SpeakerConfig, DEFAULT_RESTART_TIME};
+
+/// What an established session sends with: its Adj-RIB-Out and codec options.
+pub(super) struct Out {
+    pub rib: AdjRibOut,
+    pub tx: CodecOptions,
+    /// Enhanced route refresh (RFC 7313) was negotiated.
+    pub enhanced: bool,
+}
+
+/// One configured peer.
+pub(super) struct Peer {
+    pub cfg: PeerConfig,
+    /// The peer as a source of paths, while its session is up.
+    pub source: Option<Arc<PeerSource>>,
+    pub out: Option<Out>,
+    /// Helper-side graceful restart.
+    pub gr: Helper,
+    /// UPDATEs received.
+    pub updates_in: u64,
+    /// UPDATEs sent.
+    pub updates_out: u64,
+    /// The families negotiated with it and those it sent End-of-RIB for, this session.
+    pub families: Vec<Family>,
+    pub eor_in: Vec<Family>,
+    /// While we restart: the session is up but its initial UPDATEs are held.
+    pub held: Option<Negotiated>,
+    /// The session's queue was full when last tried (its peer stopped reading); the
+    /// driver says when it takes commands again.
+    pub stalled: bool,
+    /// Prefixes whose Loc-RIB changes the session could not take yet. Only the
+    /// prefixes are kept, not the UPDATEs, so memory stays bounded by the table however
+    /// long the peer stalls; the UPDATEs are built from the Loc-RIB of the moment once
+    /// the session takes commands again.
+    pub deferred: BTreeSet<IpNet>,
+    /// Route refresh requests waiting for the same reason (one per family).
+    pub refreshes: Vec<Family>,
+    /// Why we reset the session for passing a limit, said with its Down event.
+    pub limit_reset: Option<String>,
+    /// RFC 7606 errors already reported this session (attribute code, subcode): each
+    /// kind is logged once with its bytes, not for every UPDATE a broken peer repeats.
+    pub malformed_seen: Vec<(u8, u8)>,
+}
+
+impl Peer {
+    pub fn new(cfg: PeerConfig) -> Peer {
+        Peer {
+            cfg,
+            source: None,
+            out: None,
+            gr: Helper::default(),
+            updates_in: 0,
+            updates_out: 0,
+            families: Vec::new(),
+            eor_in: Vec::new(),
+            held: None,
+            stalled: false,
+            deferred: BTreeSet::new(),
+            refreshes: Vec::new(),
+            limit_reset: None,
+            malformed_seen: Vec::new(),
+        }
+    }
+
+    /// Forgets the session: what it was sent, what waits for it.
+    pub fn clear_session(&mut self) {
+        self.source = None;
+        self.out = None;
+        self.held = None;
+        self.deferred.clear();
+        self.refreshes.clear();
+    }
+}
+
+/// The session task's settings for peer `p`.
+pub(super) fn driver_config(cfg: &SpeakerConfig, p: &PeerConfig) -> DriverConfig {
+    let fsm = SessionConfig {
+        local_as: p.local_as.unwrap_or(cfg.local_as),
+        peer_as: p.peer_as,
+        router_id: cfg.router_id,
+        hold_time: p.hold_time,
+        keepalive: p.keepalive,
+        connect_retry: p.connect_retry,
+        passive: p.passive,
+        delay_open: None,
+        idle_hold: Duration::from_secs(1),
+        idle_hold_max: Duration::from_secs(120),
+        capabilities: capabilities(p, cfg.local_as, cfg.restarting, cfg.restarting),
+        open_hold_time: p.open_hold_time.unwrap_or(OPEN_HOLD_TIME),
+        send_hold_time: p.send_hold_time,
+    };
+    DriverConfig {
+        fsm,
+        peer: p.address,
+        local_addr: p.local_address,
+        password: p.password.clone(),
+        ttl_security: p.ttl_security,
+        write_high_water: session::DEFAULT_WRITE_HIGH_WATER,
+    }
+}
+
+/// The router id and every session's configured local addresses.
+pub(super) fn own_addresses<'a>(
+    router_id: &Ipv4Addr,
+    peers: impl Iterator<Item = &'a PeerConfig>,
+) -> Arc<[IpAddr]> {
+    let mut own = vec![IpAddr::V4(*router_id)];
+    for p in peers {
+        let v6 = p.local_v6.map(IpAddr::V6);
+        for a in [p.local_address, v6].into_iter().flatten() {
+            if !a.is_unspecified() && !own.contains(&a) {
+                own.push(a);
+            }
+        }
+    }
+    own.into()
+}
+
+/// What we advertise to peer `p`: its families (Multiprotocol), route refresh (plain
+/// and enhanced), and graceful restart, so peers send End-of-RIB and keep our routes
+/// for the restart time when our connection drops; `restarting` sets the R bit and
+/// says our forwarding state was kept (F bits).
+///
+/// `forwarding_kept` stays true after our restart is over: our routes are still in
+/// the kernel, so a peer whose session comes up only after the selection deferral
+/// timer must still keep our routes until we send them again (with F clear it would
+/// drop them at once and traffic to this node would stop until our table arrived).
+pub(super) fn capabilities(
+    p: &PeerConfig,
+    local_as: u32,
+    restarting: bool,
+    forwarding_kept: bool,
+) -> Vec<Capability> {
+    let families = if p.families.is_empty() {
+        vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST]
+    } else {
+        p.families.clone()
+    };
+    let mut caps: Vec<Capability> = families
+        .iter()
+        .map(|f| Capability::Multiprotocol(*f))
+        .collect();
+    // ADD-PATH with iBGP peers, both ways: a reflector sends its clients the whole ECMP
+    // set and takes several paths from them. eBGP peers get one path (we are their next
+    // hop anyway) and are not offered the capability at all.
+    if p.peer_as == p.local_as.unwrap_or(local_as) {
+        caps.push(Capability::AddPath(
+            families
+                .iter()
+                .map(|f| AddPathFamily {
+                    family: *f,
+                    receive: true,
+                    send: true,
+                })
+                .collect(),
+        ));
+    }
+    caps.extend([
+        Capability::RouteRefresh,
+        Capability::EnhancedRouteRefresh,
+        Capability::GracefulRestart(GracefulRestart {
+            restart_state: restarting,
+            notification: false,
+            restart_time: p.restart_time.unwrap_or(DEFAULT_RESTART_TIME).min(4095),
+            families: families
+                .into_iter()
+                .map(|family| GracefulRestartFamily {
+                    family,
+                    forwarding_preserved: forwarding_kept,
+                })
+                .collect(),
+        }),
+    ]);
+    caps
+}
+
+/// The export rules towards peer `p`.
+pub(super) fn export_policy(cfg: &SpeakerConfig, p: &PeerConfig) -> ExportPolicy {
+    let local_as = p.local_as.unwrap_or(cfg.local_as);
+    ExportPolicy {
+        peer: p.address.ip(),
+        ebgp: p.peer_as != local_as,
+        local_as,
+        router_id: cfg.router_id,
+        cluster_id: cfg.cluster_id,
+        peer_is_client: p.rr_client,
+        next_hop_self: p.next_hop_self,
+        local_v4: match p.local_address {
+            Some(IpAddr::V4(a)) => Some(a),
+            _ => p.local_v4,
+        },
+        local_v6: p.local_v6.or(match p.local_address {
+            Some(IpAddr::V6(a)) => Some(a),
+            _ => None,
+        }),
+    }
+}
+
+/// Import: an UPDATE from peer `p` (as `source`) through the import checks into the
+/// RIB. Every path a peer sends passes here and only here.
+pub(super) fn import(
+    rib: &mut Rib,
+    cfg: &SpeakerConfig,
+    own: &Arc<[IpAddr]>,
+    p: &PeerConfig,
+    source: &Arc<PeerSource>,
+    update: &Update,
+) -> (Vec<BestChange>, Option<Rejection>) {
+    let policy = ImportPolicy {
+        local_as: p.local_as.unwrap_or(cfg.local_as),
+        allowas_in: p.allowas_in,
+        ebgp: source.ebgp,
+        peer_as: source.asn,
+        router_id: cfg.router_id,
+        cluster_id: cfg.cluster_id,
+        own: Arc::clone(own),
+    };
+    rib.import_update(source, update, &policy)
+}
+
+/// Export: Loc-RIB changes through a peer's export rules into its Adj-RIB-Out, as
+/// the UPDATEs to send. Every route sent to a peer (initial table, changes, deferred
+/// changes) passes here and only here; ROUTE-REFRESH answers repeat what passed.
+pub(super) fn export(out: &mut Out, changes: &[BestChange]) -> Vec<Bytes> {
+    out.rib.apply(changes, &out.tx).unwrap_or_default()
+}
