@@ -19,134 +19,150 @@ pub(super) fn peers(
     warnings: &mut Vec<String>,
 ) -> Result<BTreeMap<IpAddr, PeerIntent>, String> {
     let mut out: BTreeMap<IpAddr, PeerIntent> = BTreeMap::new();
-    let port_of = |n: &Node| {
-        cluster
-            .bgp
-            .node_overrides
-            .get(&n.name)
-            .and_then(|(p, _)| *p)
-            .unwrap_or(cluster.bgp.listen_port)
-    };
-
     if cluster.bgp.mesh && me.rr_cluster_id.is_none() {
-        for other in cluster.nodes.values() {
-            if other.name == me.name || other.rr_cluster_id.is_some() {
-                continue;
-            }
-            for (mine, theirs) in pairs(me, other) {
-                out.insert(
-                    theirs,
-                    PeerIntent {
-                        address: theirs,
-                        port: port_of(other),
-                        remote_as: other.as_number.unwrap_or(cluster.bgp.as_number),
-                        local_as: asn,
-                        kind: PeerKind::Mesh,
-                        // One side waits so each pair opens one connection: we wait
-                        // for a peer whose address is greater *as text*, exactly as
-                        // Calico's confd template compares them ("10.0.0.5" >
-                        // "10.0.0.10"), so a tern node and a Calico BIRD node in one
-                        // mesh never both wait.
-                        passive: theirs.to_string() > mine.to_string(),
-                        source: Some(mine),
-                        password: cluster.bgp.mesh_password.clone(),
-                        snapshot_password: snapshot_password(
-                            cluster,
-                            cluster.bgp.mesh_password.as_ref(),
-                        ),
-                        keepalive: cluster.bgp.mesh_keepalive,
-                        hold: cluster.bgp.mesh_hold,
-                        restart_time: cluster.bgp.mesh_restart_time,
-                        ttl_security: None,
-                        allowas_in: 0,
-                        next_hop: NextHopMode::Auto,
-                        rr_client: false,
-                        reachable_by: None,
-                        filters: Vec::new(),
-                        peer_node: Some(other.name.clone()),
-                        peer_network: other.network_of(theirs),
-                        families: vec![AddressFamily::of(theirs)],
-                        origin: "node-to-node mesh".into(),
-                    },
-                );
-            }
+        mesh(cluster, me, asn, &mut out);
+    }
+    for p in &cluster.peers {
+        for s in bgp_peer_sessions(cluster, p, me, asn) {
+            merge(&mut out, s, warnings)?;
         }
     }
+    Ok(out)
+}
 
+/// The port `n` listens on: its own BGPConfiguration's, else the cluster's.
+fn port_of(cluster: &Cluster, n: &Node) -> u16 {
+    cluster
+        .bgp
+        .node_overrides
+        .get(&n.name)
+        .and_then(|(p, _)| *p)
+        .unwrap_or(cluster.bgp.listen_port)
+}
+
+/// The node-to-node mesh: a session with every other node that is not a route
+/// reflector, per address family both have.
+fn mesh(cluster: &Cluster, me: &Node, asn: u32, out: &mut BTreeMap<IpAddr, PeerIntent>) {
+    for other in cluster.nodes.values() {
+        if other.name == me.name || other.rr_cluster_id.is_some() {
+            continue;
+        }
+        for (mine, theirs) in pairs(me, other) {
+            out.insert(
+                theirs,
+                PeerIntent {
+                    address: theirs,
+                    port: port_of(cluster, other),
+                    remote_as: other.as_number.unwrap_or(cluster.bgp.as_number),
+                    local_as: asn,
+                    kind: PeerKind::Mesh,
+                    // One side waits so each pair opens one connection: we wait
+                    // for a peer whose address is greater *as text*, exactly as
+                    // Calico's confd template compares them ("10.0.0.5" >
+                    // "10.0.0.10"), so a tern node and a Calico BIRD node in one
+                    // mesh never both wait.
+                    passive: theirs.to_string() > mine.to_string(),
+                    source: Some(mine),
+                    password: cluster.bgp.mesh_password.clone(),
+                    snapshot_password: snapshot_password(
+                        cluster,
+                        cluster.bgp.mesh_password.as_ref(),
+                    ),
+                    keepalive: cluster.bgp.mesh_keepalive,
+                    hold: cluster.bgp.mesh_hold,
+                    restart_time: cluster.bgp.mesh_restart_time,
+                    ttl_security: None,
+                    allowas_in: 0,
+                    next_hop: NextHopMode::Auto,
+                    rr_client: false,
+                    reachable_by: None,
+                    filters: Vec::new(),
+                    peer_node: Some(other.name.clone()),
+                    peer_network: other.network_of(theirs),
+                    families: vec![AddressFamily::of(theirs)],
+                    origin: "node-to-node mesh".into(),
+                },
+            );
+        }
+    }
+}
+
+/// The sessions one BGPPeer gives `me`: forward (it applies to `me`), and reverse
+/// (`reversePeering: Auto`, and its peerSelector selects `me`).
+fn bgp_peer_sessions(cluster: &Cluster, p: &PeerResource, me: &Node, asn: u32) -> Vec<PeerIntent> {
     let my_addresses: Vec<IpAddr> = me
         .ipv4
         .map(|(a, _)| IpAddr::V4(a))
         .into_iter()
         .chain(me.ipv6.map(|(a, _)| a))
         .collect();
-    for p in &cluster.peers {
-        let mut found: Vec<PeerIntent> = Vec::new();
-        if applies(&p.applies, me) {
-            match &p.target {
-                PeerTarget::Address(a, port) => {
-                    if !my_addresses.contains(a) {
-                        let mut s = session(cluster, p, me, asn, None, *a);
-                        s.port = port.unwrap_or(179);
-                        found.push(s);
-                    }
-                }
-                PeerTarget::Nodes(sel) => {
-                    for other in cluster.nodes.values() {
-                        if other.name != me.name && sel.matches(&other.labels) {
-                            for (_, theirs) in pairs(me, other) {
-                                let mut s = session(cluster, p, me, asn, Some(other), theirs);
-                                s.port = port_of(other);
-                                found.push(s);
-                            }
-                        }
-                    }
+    let mut found: Vec<PeerIntent> = Vec::new();
+    let with_nodes = |select: &dyn Fn(&Node) -> bool, found: &mut Vec<PeerIntent>| {
+        for other in cluster.nodes.values() {
+            if other.name != me.name && select(other) {
+                for (_, theirs) in pairs(me, other) {
+                    let mut s = session(cluster, p, me, asn, Some(other), theirs);
+                    s.port = port_of(cluster, other);
+                    found.push(s);
                 }
             }
         }
-        if let (true, PeerTarget::Nodes(sel)) = (p.reverse_auto, &p.target) {
-            if sel.matches(&me.labels) {
-                for other in cluster.nodes.values() {
-                    if other.name != me.name && applies(&p.applies, other) {
-                        for (_, theirs) in pairs(me, other) {
-                            let mut s = session(cluster, p, me, asn, Some(other), theirs);
-                            s.port = port_of(other);
-                            found.push(s);
-                        }
-                    }
+    };
+    if applies(&p.applies, me) {
+        match &p.target {
+            PeerTarget::Address(a, port) => {
+                if !my_addresses.contains(a) {
+                    let mut s = session(cluster, p, me, asn, None, *a);
+                    s.port = port.unwrap_or(179);
+                    found.push(s);
                 }
             }
-        }
-        for s in found {
-            match out.get(&s.address) {
-                None => {
-                    out.insert(s.address, s);
-                }
-                Some(existing) if existing.kind == PeerKind::Mesh => {
-                    warnings.push(format!(
-                        "{} replaces the node-to-node mesh session with {}",
-                        s.origin, s.address
-                    ));
-                    out.insert(s.address, s);
-                }
-                // The same resource reached the same peer twice (forward and reverse,
-                // as between route reflectors): one session.
-                Some(existing) if existing.origin == s.origin => {}
-                Some(existing) if existing.same_session(&s) => {
-                    warnings.push(format!(
-                        "{} and {} both configure the session with {}; they agree, so one session is kept",
-                        existing.origin, s.origin, s.address
-                    ));
-                }
-                Some(existing) => {
-                    return Err(format!(
-                        "{} and {} both configure a session with {} but with different settings; remove or align one",
-                        existing.origin, s.origin, s.address
-                    ));
-                }
-            }
+            PeerTarget::Nodes(sel) => with_nodes(&|other| sel.matches(&other.labels), &mut found),
         }
     }
-    Ok(out)
+    if let (true, PeerTarget::Nodes(sel)) = (p.reverse_auto, &p.target) {
+        if sel.matches(&me.labels) {
+            with_nodes(&|other| applies(&p.applies, other), &mut found);
+        }
+    }
+    found
+}
+
+/// Adds one session to the set: it replaces a mesh session to the same address, and
+/// two BGPPeers reaching one address must agree.
+fn merge(
+    out: &mut BTreeMap<IpAddr, PeerIntent>,
+    s: PeerIntent,
+    warnings: &mut Vec<String>,
+) -> Result<(), String> {
+    match out.get(&s.address) {
+        None => {
+            out.insert(s.address, s);
+        }
+        Some(existing) if existing.kind == PeerKind::Mesh => {
+            warnings.push(format!(
+                "{} replaces the node-to-node mesh session with {}",
+                s.origin, s.address
+            ));
+            out.insert(s.address, s);
+        }
+        // The same resource reached the same peer twice (forward and reverse,
+        // as between route reflectors): one session.
+        Some(existing) if existing.origin == s.origin => {}
+        Some(existing) if existing.same_session(&s) => {
+            warnings.push(format!(
+                "{} and {} both configure the session with {}; they agree, so one session is kept",
+                existing.origin, s.origin, s.address
+            ));
+        }
+        Some(existing) => {
+            return Err(format!(
+                "{} and {} both configure a session with {} but with different settings; remove or align one",
+                existing.origin, s.origin, s.address
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether a BGPPeer's node side selects `n`.
