@@ -142,7 +142,7 @@ pub(crate) struct Task<B: Backend> {
 /// source says [`Routes::Converged`]. When [`KernelNews`] says the kernel may have
 /// changed behind its back it re-reads tern's routes and puts back what is missing, at
 /// most once a second. Routes the kernel refused are retried every [`RETRY`].
-pub async fn run<B: Backend, F: RouteFilter>(mut backend: B, inputs: Inputs<F>) {
+pub async fn run<B: Backend, F: RouteFilter>(backend: B, inputs: Inputs<F>) {
     let Inputs {
         mut commands,
         mut routes,
@@ -150,42 +150,14 @@ pub async fn run<B: Backend, F: RouteFilter>(mut backend: B, inputs: Inputs<F>) 
         kernel: news,
         grace,
     } = inputs;
-    let kernel: BTreeMap<IpNet, Route> = match backend.own_routes().await {
-        Ok(r) => {
-            if !r.is_empty() {
-                tracing::info!(
-                    routes = r.len(),
-                    "found tern routes in the kernel from an earlier run; keeping them while peers reconverge"
-                );
-            }
-            r.into_iter().map(|r| (r.prefix, r)).collect()
-        }
-        Err(e) => {
-            tracing::error!("cannot read tern's routes from the kernel: {e}");
-            BTreeMap::new()
-        }
-    };
-    let mut t = Task {
-        backend,
-        wanted: BTreeMap::new(),
-        adopted: kernel.keys().copied().collect(),
-        found_at_start: kernel.len(),
-        kernel,
-        refusals: Refusals::default(),
-        grace: true,
-        last_apply: Duration::ZERO,
-        tunnel: None,
-    };
+    let mut t = Task::start(backend).await;
     // A command taken off the queue while coalescing that was not a route batch: it
     // is handled next, in order, never dropped.
     let mut pending: Option<FibMsg> = None;
     let mut routes_open = true;
     let mut retry = tokio::time::interval_at(Instant::now() + RETRY, RETRY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut last_resync = Instant::now()
-        .checked_sub(RESYNC_GAP)
-        .unwrap_or_else(Instant::now);
-    let mut resync_due: Option<Instant> = None;
+    let mut resync = Resync::default();
     loop {
         let msg = match pending.take() {
             Some(m) => m,
@@ -202,30 +174,11 @@ pub async fn run<B: Backend, F: RouteFilter>(mut backend: B, inputs: Inputs<F>) 
                     continue;
                 }
                 () = news.notify.notified() => {
-                    // Our own deletions come back as removals: only a removed route
-                    // we still count as installed means someone else took it. A burst
-                    // of such news makes one re-read, at most one a second, and route
-                    // batches keep flowing meanwhile.
-                    let (full, removed) = news.take();
-                    let ours = removed.iter().filter(|p| t.kernel.contains_key(p)).count();
-                    if full || ours > 0 {
-                        tracing::debug!(full, removed = removed.len(), ours, "kernel re-read due");
-                        resync_due.get_or_insert_with(|| (last_resync + RESYNC_GAP).max(Instant::now()));
-                    }
+                    resync.news(&news, &t.kernel);
                     continue;
                 }
-                () = async {
-                    match resync_due {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    resync_due = None;
-                    let t0 = Instant::now();
-                    t.resync().await;
-                    // A re-read of a million routes takes seconds: space them so
-                    // they never take more than a fifth of the time.
-                    last_resync = Instant::now() + (t0.elapsed() * 4).saturating_sub(RESYNC_GAP);
+                () = resync.due() => {
+                    resync.run(&mut t).await;
                     continue;
                 }
                 _ = retry.tick(), if !t.refusals.is_empty() => {
@@ -234,45 +187,138 @@ pub async fn run<B: Backend, F: RouteFilter>(mut backend: B, inputs: Inputs<F>) 
                 }
             },
         };
-        match msg {
-            FibMsg::Want(mut batch) => {
-                // Coalesce the route batches queued behind this one into one pass.
-                while let Ok(next) = commands.try_recv() {
-                    match next {
-                        FibMsg::Want(more) => batch.extend(more),
-                        other => {
-                            pending = Some(other);
-                            break;
-                        }
-                    }
-                }
-                t.want(batch).await;
-            }
-            FibMsg::Reshape => {
-                let batch: Vec<(IpNet, Option<Route>)> = t
-                    .wanted
-                    .values()
-                    .filter_map(|r| filter.reshape(r).map(|n| (r.prefix, Some(n))))
-                    .collect();
-                t.want(batch).await;
-            }
-            FibMsg::Report(reply) => {
-                let _ = reply.send(t.report().await);
-            }
-            FibMsg::Diagnose(peers, reply) => {
-                let _ = reply.send(t.diagnose(&peers).await);
-            }
-            FibMsg::Adopted(reply) => {
-                let _ = reply.send(t.found_at_start);
-            }
-            FibMsg::Installed(reply) => {
-                let _ = reply.send(t.installed());
-            }
+        pending = t.command(msg, &mut commands, &mut filter).await;
+    }
+}
+
+/// When the kernel is to be re-read: at most once a [`RESYNC_GAP`], and a re-read of a
+/// huge table spaced further (see [`Resync::run`]).
+struct Resync {
+    last: Instant,
+    due: Option<Instant>,
+}
+
+impl Default for Resync {
+    fn default() -> Resync {
+        Resync {
+            last: Instant::now()
+                .checked_sub(RESYNC_GAP)
+                .unwrap_or_else(Instant::now),
+            due: None,
         }
     }
 }
 
+impl Resync {
+    /// Kernel news: our own deletions come back as removals, so only a removed route
+    /// we still count as installed means someone else took it. A burst of such news
+    /// makes one re-read, and route batches keep flowing meanwhile.
+    fn news(&mut self, news: &KernelNews, kernel: &BTreeMap<IpNet, Route>) {
+        let (full, removed) = news.take();
+        let ours = removed.iter().filter(|p| kernel.contains_key(p)).count();
+        if full || ours > 0 {
+            tracing::debug!(full, removed = removed.len(), ours, "kernel re-read due");
+            let at = (self.last + RESYNC_GAP).max(Instant::now());
+            self.due.get_or_insert(at);
+        }
+    }
+
+    /// Ready when a re-read is due; never otherwise.
+    async fn due(&self) {
+        match self.due {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn run<B: Backend>(&mut self, t: &mut Task<B>) {
+        self.due = None;
+        let t0 = Instant::now();
+        t.resync().await;
+        // A re-read of a million routes takes seconds: space them so they never take
+        // more than a fifth of the time.
+        self.last = Instant::now() + (t0.elapsed() * 4).saturating_sub(RESYNC_GAP);
+    }
+}
+
 impl<B: Backend> Task<B> {
+    /// The task's state at start: tern's routes as an earlier run left them.
+    async fn start(mut backend: B) -> Task<B> {
+        let kernel: BTreeMap<IpNet, Route> = match backend.own_routes().await {
+            Ok(r) => {
+                if !r.is_empty() {
+                    tracing::info!(
+                        routes = r.len(),
+                        "found tern routes in the kernel from an earlier run; keeping them while peers reconverge"
+                    );
+                }
+                r.into_iter().map(|r| (r.prefix, r)).collect()
+            }
+            Err(e) => {
+                tracing::error!("cannot read tern's routes from the kernel: {e}");
+                BTreeMap::new()
+            }
+        };
+        Task {
+            backend,
+            wanted: BTreeMap::new(),
+            adopted: kernel.keys().copied().collect(),
+            found_at_start: kernel.len(),
+            kernel,
+            refusals: Refusals::default(),
+            grace: true,
+            last_apply: Duration::ZERO,
+            tunnel: None,
+        }
+    }
+
+    /// A command; returns one taken off the queue while coalescing, to handle next.
+    async fn command<F: RouteFilter>(
+        &mut self,
+        msg: FibMsg,
+        commands: &mut mpsc::Receiver<FibMsg>,
+        filter: &mut F,
+    ) -> Option<FibMsg> {
+        match msg {
+            FibMsg::Want(mut batch) => {
+                // Coalesce the route batches queued behind this one into one pass.
+                let mut next = None;
+                while let Ok(m) = commands.try_recv() {
+                    match m {
+                        FibMsg::Want(more) => batch.extend(more),
+                        other => {
+                            next = Some(other);
+                            break;
+                        }
+                    }
+                }
+                self.want(batch).await;
+                return next;
+            }
+            FibMsg::Reshape => {
+                let batch: Vec<(IpNet, Option<Route>)> = self
+                    .wanted
+                    .values()
+                    .filter_map(|r| filter.reshape(r).map(|n| (r.prefix, Some(n))))
+                    .collect();
+                self.want(batch).await;
+            }
+            FibMsg::Report(reply) => {
+                let _ = reply.send(self.report().await);
+            }
+            FibMsg::Diagnose(peers, reply) => {
+                let _ = reply.send(self.diagnose(&peers).await);
+            }
+            FibMsg::Adopted(reply) => {
+                let _ = reply.send(self.found_at_start);
+            }
+            FibMsg::Installed(reply) => {
+                let _ = reply.send(self.installed());
+            }
+        }
+        None
+    }
+
     /// Route news: this message and those queued behind it in one kernel batch; the
     /// end of the grace after them, so routes the source re-learnt are adopted first.
     async fn on_routes<F: RouteFilter>(

@@ -343,3 +343,80 @@ async fn another_protocols_route_in_the_way_is_refused_not_overwritten() {
     let there = h.kernel.0.lock().unwrap().route(r.prefix, 254).cloned();
     assert_eq!(there, Some(via("198.18.1.0/26", "198.51.100.3", false)));
 }
+
+/// Reshapes every IPIP route to a plain one (a pool's ipipMode set to Never).
+struct NoIpip;
+
+impl RouteFilter for NoIpip {
+    type News = Routes;
+    fn filter(&mut self, news: Routes) -> Routes {
+        news
+    }
+    fn reshape(&mut self, route: &Route) -> Option<Route> {
+        let RouteKind::Unicast(hops) = &route.kind else {
+            return None;
+        };
+        hops.iter().any(|h| h.onlink).then(|| {
+            let hops = hops
+                .iter()
+                .map(|h| NextHop {
+                    onlink: false,
+                    ..h.clone()
+                })
+                .collect();
+            Route {
+                kind: RouteKind::Unicast(hops),
+                ..route.clone()
+            }
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reshape_changes_only_the_routes_whose_form_differs() {
+    let kernel = Shared::default();
+    kernel
+        .0
+        .lock()
+        .unwrap()
+        .set_interfaces(eth0(&[(TUNNEL_DEVICE, 9)]));
+    let (commands, crx) = mpsc::channel(8);
+    let (routes, rrx) = mpsc::channel(8);
+    let (gtx, _grace) = watch::channel(true);
+    tokio::spawn(run(
+        kernel.clone(),
+        Inputs {
+            commands: crx,
+            routes: rrx,
+            filter: NoIpip,
+            kernel: Arc::new(KernelNews::default()),
+            grace: gtx,
+        },
+    ));
+    let ipip = via("198.18.1.0/26", "198.51.100.2", true);
+    let plain = via("198.18.2.0/26", "198.51.100.3", false);
+    routes
+        .send(Routes::Want(vec![
+            (ipip.prefix, Some(ipip.clone())),
+            (plain.prefix, Some(plain.clone())),
+        ]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    commands.send(FibMsg::Reshape).await.unwrap();
+    let (tx, rx) = oneshot::channel();
+    commands.send(FibMsg::Installed(tx)).await.unwrap();
+    assert_eq!(rx.await.unwrap().len(), 2);
+    let k = kernel.0.lock().unwrap();
+    assert_eq!(
+        k.route(ipip.prefix, 254),
+        Some(&via("198.18.1.0/26", "198.51.100.2", false))
+    );
+    let replaced: Vec<_> = k
+        .history()
+        .iter()
+        .filter(|c| matches!(c, RouteChange::Replace(_)))
+        .map(|c| c.prefix())
+        .collect();
+    assert_eq!(replaced, vec![ipip.prefix]);
+}
