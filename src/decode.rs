@@ -244,15 +244,31 @@ fn prefix_list(list: &[tern_bgp::wire::Nlri], max: usize) -> String {
     s.join(" ")
 }
 
+/// One UPDATE: its path attributes, the prefixes it withdraws and announces, and the
+/// RFC 7606 errors found in it.
 fn render_update(s: &mut String, u: &Update, max: usize) {
     if let Some(f) = u.end_of_rib_family() {
         let _ = writeln!(s, "    End-of-RIB {f}");
         return;
     }
-    let a = &u.attributes;
-    let line = |s: &mut String, k: &str, v: String| {
-        let _ = writeln!(s, "    {k:<21}{v}");
-    };
+    render_attributes(s, &u.attributes);
+    render_prefixes(s, u, max);
+    for e in &u.errors {
+        let action = serde_json::to_value(e.action)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        let _ = writeln!(s, "    RFC 7606 {action}: {}", e.reason);
+    }
+}
+
+/// One `NAME  value` line of the decoded message.
+fn line(s: &mut String, k: &str, v: String) {
+    let _ = writeln!(s, "    {k:<21}{v}");
+}
+
+/// Every path attribute present, in type-code order.
+fn render_attributes(s: &mut String, a: &tern_bgp::wire::PathAttributes) {
     if let Some(o) = a.origin {
         line(s, "ORIGIN", o.to_string());
     }
@@ -326,6 +342,11 @@ fn render_update(s: &mut String, u: &Update, max: usize) {
             format!("flags 0x{:02x} 0x{}", r.flags, tern_bgp::wire::hex(&r.data)),
         );
     }
+}
+
+/// The withdrawn and announced prefixes, of the UPDATE itself and of its MP_REACH /
+/// MP_UNREACH attributes.
+fn render_prefixes(s: &mut String, u: &Update, max: usize) {
     if !u.withdrawn.is_empty() {
         line(
             s,
@@ -359,12 +380,5 @@ fn render_update(s: &mut String, u: &Update, max: usize) {
                 prefix_list(&m.withdrawn, max),
             );
         }
-    }
-    for e in &u.errors {
-        let action = serde_json::to_value(e.action)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        let _ = writeln!(s, "    RFC 7606 {action}: {}", e.reason);
     }
 }
