@@ -10,9 +10,12 @@
 //! exponential back-off for flapping peers (DampPeerOscillations); the send hold timer
 //! (RFC 9687) for a peer that stops reading; capability negotiation ([`negotiate`]);
 //! the NOTIFICATION of every error path, including RFC 9003 shutdown text.
-//! Connection collision (RFC 4271 §6.8) is decided by the driver, which sees both
-//! connections; it tells the machine with [`Event::ConnectionReplaced`].
+//! Connection collision (RFC 4271 §6.8) is decided by [`collision`], also sans-IO, which
+//! follows both connections of a peer; this machine runs the one the session is on, and
+//! hears of a collision's outcome through [`Event::ConnectionReplaced`] and
+//! [`Event::Adopt`]. The driver only carries those decisions out.
 
+pub mod collision;
 pub mod negotiate;
 
 use std::net::Ipv4Addr;
@@ -103,6 +106,10 @@ pub enum Event {
     /// This one is dropped quietly (no Down, no back-off); a `TcpConnected` for the
     /// kept connection follows.
     ConnectionReplaced,
+    /// Connection collision (RFC 4271 §6.8): the connection that won, on which this
+    /// OPEN (from [`Session::open_message`]) was already sent, becomes this machine's
+    /// connection, in OpenSent; the peer's OPEN follows as `Received`.
+    Adopt(Box<Open>),
 }
 
 /// Why a session went down.
@@ -267,6 +274,22 @@ impl Session {
         self.established_at
     }
 
+    /// Our OPEN as it would be sent now, for a second connection to the peer while
+    /// collisions are resolved (RFC 4271 §6.8). `None` if it cannot be encoded (a
+    /// configuration with hundreds of capabilities).
+    pub fn open_message(&self) -> Option<(Open, Bytes)> {
+        let open = Open::new(
+            self.cfg.local_as,
+            self.cfg.hold_time,
+            self.cfg.router_id,
+            self.cfg.capabilities.clone(),
+        );
+        let bytes = Message::Open(open.clone())
+            .encode(&CodecOptions::default())
+            .ok()?;
+        Some((open, bytes))
+    }
+
     /// Feeds one event; returns what to do.
     pub fn handle(&mut self, event: Event, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
@@ -337,6 +360,14 @@ impl Session {
                     Some(d) => out.push(Action::StartTimer(Timer::DelayOpen, d)),
                     None => self.send_open(&mut out, State::OpenSent),
                 }
+            }
+            Event::Adopt(open) if matches!(self.state, State::Connect | State::Active) => {
+                for t in [Timer::ConnectRetry, Timer::DelayOpen] {
+                    out.push(Action::StopTimer(t));
+                }
+                self.local_open = Some(*open);
+                out.push(Action::StartTimer(Timer::Hold, self.cfg.open_hold_time));
+                self.set(&mut out, State::OpenSent);
             }
             Event::TimerExpired(Timer::DelayOpen)
                 if matches!(self.state, State::Connect | State::Active) =>
@@ -448,21 +479,13 @@ impl Session {
     }
 
     fn send_open(&mut self, out: &mut Vec<Action>, to: State) {
-        let open = Open::new(
-            self.cfg.local_as,
-            self.cfg.hold_time,
-            self.cfg.router_id,
-            self.cfg.capabilities.clone(),
-        );
         out.push(Action::StopTimer(Timer::DelayOpen));
-        match Message::Open(open.clone()).encode(&CodecOptions::default()) {
-            Ok(b) => out.push(Action::Send(b)),
-            Err(_) => {
-                // Only possible with hundreds of capabilities: a configuration error.
-                out.push(Action::Disconnect);
-                return;
-            }
-        }
+        let Some((open, b)) = self.open_message() else {
+            // Only possible with hundreds of capabilities: a configuration error.
+            out.push(Action::Disconnect);
+            return;
+        };
+        out.push(Action::Send(b));
         self.local_open = Some(open);
         out.push(Action::StartTimer(Timer::Hold, self.cfg.open_hold_time));
         self.set(out, to);

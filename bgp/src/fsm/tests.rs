@@ -664,3 +664,37 @@ fn a_failed_connection_takes_its_send_hold_timer_with_it() {
     let a = s.handle(Event::TimerExpired(Timer::SendHold), t0);
     assert!(a.is_empty(), "{a:?}");
 }
+
+#[test]
+fn an_adopted_connection_carries_on_from_opensent_without_a_second_open() {
+    let t0 = Instant::now();
+    let mut s = Session::new(cfg());
+    s.handle(Event::ManualStart, t0);
+    s.handle(Event::TcpConnected, t0);
+    // The collision went to the other connection, which already has our OPEN.
+    s.handle(Event::ConnectionReplaced, t0);
+    let Some((open, _)) = s.open_message() else {
+        panic!("our OPEN encodes");
+    };
+    let a = s.handle(Event::Adopt(Box::new(open)), t0);
+    assert!(sent(&a).is_empty(), "no second OPEN: {a:?}");
+    assert!(a.contains(&Action::StopTimer(Timer::ConnectRetry)), "{a:?}");
+    assert!(
+        a.contains(&Action::StartTimer(Timer::Hold, OPEN_HOLD_TIME)),
+        "{a:?}"
+    );
+    assert_eq!(s.state(), State::OpenSent);
+    // The peer's OPEN and KEEPALIVE on it bring the session up as usual.
+    let a = s.handle(Event::Received(default_peer_open()), t0);
+    assert!(matches!(sent(&a).as_slice(), [Message::Keepalive]), "{a:?}");
+    let a = s.handle(Event::Received(keepalive()), t0);
+    assert!(a.iter().any(|x| matches!(x, Action::Up(_))), "{a:?}");
+    // Only a machine without a connection adopts one.
+    let mut s = established(t0);
+    assert!(s
+        .handle(
+            Event::Adopt(Box::new(Open::new(1, 90, LOCAL_ID, Vec::new()))),
+            t0
+        )
+        .is_empty());
+}

@@ -7,6 +7,7 @@
 //! peer pushes back on the RIB instead of growing memory, and the state machine's send
 //! hold timer drops a peer that stops reading altogether.
 
+mod collide;
 pub mod listener;
 pub mod sockopt;
 
@@ -21,11 +22,11 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::fsm::collision::{Collision, Side};
 use crate::fsm::{Action, DownReason, Event, Negotiated, Session, SessionConfig, State, Timer};
 use crate::wire::notification::{cease_subcode, code};
-use crate::wire::{
-    frame_len, CodecOptions, Message, Notification, RouteRefresh, Update, MAX_MESSAGE_LEN,
-};
+use crate::wire::{CodecOptions, Message, Notification, RouteRefresh, Update};
+use collide::Second;
 
 /// How to reach one peer.
 #[derive(Debug, Clone)]
@@ -181,12 +182,16 @@ struct Driver {
     fsm: Session,
     events: mpsc::Sender<SessionEvent>,
     timers: HashMap<Timer, Instant>,
+    /// The connection the state machine runs on.
     conn: Option<TcpStream>,
-    /// Whether `conn` is the connection we opened (for collision resolution).
-    conn_outgoing: bool,
-    /// A connection from the peer that arrived while ours was in progress, waiting for
-    /// its OPEN to decide which one stays (RFC 4271 §6.8).
-    pending: Option<(TcpStream, BytesMut)>,
+    /// Which end opened `conn`.
+    conn_side: Side,
+    /// What `conn` received until its first message is complete: the collision core
+    /// sees the peer's OPEN before the machine acts on it.
+    first: Option<BytesMut>,
+    /// The peer's other connection while a collision is resolved (RFC 4271 §6.8).
+    second: Option<Second>,
+    collision: Collision,
     connecting: Option<Connecting>,
     out: BytesMut,
     blocked: bool,
@@ -198,14 +203,19 @@ async fn run(
     events: mpsc::Sender<SessionEvent>,
 ) {
     let fsm = Session::new(cfg.fsm.clone());
+    // CollisionDetectEstablishedState is off: an Established session keeps its
+    // connection (RFC 4271 §6.8's default).
+    let collision = Collision::new(cfg.fsm.router_id, cfg.fsm.local_as, false);
     let mut d = Driver {
         cfg,
         fsm,
         events,
         timers: HashMap::new(),
         conn: None,
-        conn_outgoing: false,
-        pending: None,
+        conn_side: Side::Ours,
+        first: None,
+        second: None,
+        collision,
         connecting: None,
         out: BytesMut::new(),
         blocked: false,
@@ -219,6 +229,7 @@ async fn run(
             return;
         }
         let deadline = d.timers.values().min().copied();
+        let second_deadline = d.second.as_ref().map(|s| s.deadline);
         let event = tokio::select! {
             c = commands.recv(), if !orphaned && d.out.len() < d.cfg.write_high_water => match c {
                 None => {
@@ -234,49 +245,42 @@ async fn run(
                     continue;
                 }
                 Some(Command::Incoming(s)) => {
-                    // Adopt at once only when we are not connecting ourselves: if we are,
-                    // the peer may be adopting our connection right now, and dropping it
-                    // would kill both (both sides must apply the same rule, §6.8).
-                    if d.conn.is_none() && d.connecting.is_none() && matches!(d.fsm.state(), State::Connect | State::Active) {
-                        d.connecting = None;
-                        d.conn = Some(s);
-                        d.conn_outgoing = false;
-                        Event::TcpConnected
-                    } else if d.fsm.state() == State::Established || d.fsm.state() == State::Idle {
-                        reject(&s);
-                        continue;
-                    } else {
-                        d.pending = Some((s, BytesMut::new()));
-                        continue;
-                    }
-                }
-            },
-            r = async { match d.pending.as_ref() { Some((p, _)) => p.readable().await, None => std::future::pending().await } }, if d.pending.is_some() => {
-                if r.is_err() || !d.read_pending(&mut buf) {
-                    d.pending = None;
+                    d.incoming(s).await;
                     continue;
                 }
-                let Some(Some((stream, acc))) = d.collision() else { continue };
-                d.switch_to(stream, acc).await;
+            },
+            r = async { match d.second.as_ref() { Some(s) => s.stream.readable().await, None => std::future::pending().await } }, if d.second.is_some() => {
+                d.read_second(r.is_ok(), &mut buf).await;
+                continue;
+            },
+            _ = async { match second_deadline { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } }, if second_deadline.is_some() => {
+                d.second_timed_out();
                 continue;
             },
             r = async { match d.connecting.as_mut() { Some(f) => f.await, None => std::future::pending().await } }, if d.connecting.is_some() => {
                 d.connecting = None;
-                match r {
-                    Ok(s) => {
-                        d.conn = Some(s);
-                        d.conn_outgoing = true;
-                        Event::TcpConnected
-                    }
-                    Err(_) => Event::TcpFailed,
-                }
+                d.connect_done(r).await;
+                continue;
             },
             r = async { match d.conn.as_ref() { Some(c) => c.readable().await, None => std::future::pending().await } }, if d.conn.is_some() => {
                 match (r, d.conn.as_ref().map(|c| c.try_read(&mut buf))) {
-                    (Ok(()), Some(Ok(0))) | (Err(_), _) => Event::TcpFailed,
-                    (Ok(()), Some(Ok(n))) => Event::Received(Bytes::copy_from_slice(buf.get(..n).unwrap_or_default())),
+                    (Ok(()), Some(Ok(0))) | (Err(_), _) => {
+                        d.conn_lost().await;
+                        continue;
+                    }
+                    (Ok(()), Some(Ok(n))) => {
+                        let bytes = buf.get(..n).unwrap_or_default();
+                        if d.first.is_some() {
+                            d.first_bytes(bytes).await;
+                            continue;
+                        }
+                        Event::Received(Bytes::copy_from_slice(bytes))
+                    }
                     (Ok(()), Some(Err(e))) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    _ => Event::TcpFailed,
+                    _ => {
+                        d.conn_lost().await;
+                        continue;
+                    }
                 }
             },
             r = async { match d.conn.as_ref() { Some(c) => c.writable().await, None => std::future::pending().await } }, if d.conn.is_some() && !d.out.is_empty() => {
@@ -284,9 +288,15 @@ async fn run(
                     Ok(()) => match d.flush() {
                         Ok(Some(e)) => e,
                         Ok(None) => continue,
-                        Err(_) => Event::TcpFailed,
+                        Err(_) => {
+                            d.conn_lost().await;
+                            continue;
+                        }
                     },
-                    Err(_) => Event::TcpFailed,
+                    Err(_) => {
+                        d.conn_lost().await;
+                        continue;
+                    }
                 }
             },
             _ = async { match deadline { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } }, if deadline.is_some() => {
@@ -298,49 +308,27 @@ async fn run(
         };
         let stop = matches!(event, Event::ManualStop(_)) && commands.is_closed();
         d.feed(event).await;
-        // A parked connection may be decidable now that ours connected or failed.
-        if d.pending.is_some() {
-            if let Some(Some((stream, acc))) = d.collision() {
-                d.switch_to(stream, acc).await;
-            }
-        }
         if stop {
             return;
         }
     }
 }
 
-/// Whether a connection from the peer that has sent a valid OPEN replaces the current
-/// one (`None`: decide later). `current` is whether the session's connection, if it
-/// has one, is the one we opened.
-///
-/// Our connection and the peer's are a collision (RFC 4271 §6.8): the one opened by the
-/// side with the higher identifier stays. Two connections both opened by the peer are
-/// not: the peer gave up on the first (it restarted, or the first never got further
-/// than a byte or two, like a slow-loris from its address), so the newer one, which
-/// has sent a valid OPEN, replaces it instead of waiting for the old one's hold timer.
-fn keep_pending(
-    state: State,
-    current: Option<bool>,
-    connecting: bool,
-    local_wins: bool,
-) -> Option<bool> {
-    if matches!(state, State::Established | State::Idle) {
-        return Some(false);
-    }
-    match current {
-        // Ours should win but is not connected yet: decide when it is.
-        None if connecting && local_wins => None,
-        None => Some(true),
-        Some(outgoing) => Some(!outgoing || !local_wins),
-    }
-}
-
 /// Closes a connection we do not want with Cease / Connection Collision Resolution.
 fn reject(s: &TcpStream) {
+    send_notification(
+        s,
+        code::CEASE,
+        cease_subcode::CONNECTION_COLLISION_RESOLUTION,
+    );
+}
+
+/// Writes a NOTIFICATION on a connection the state machine does not run, best effort:
+/// it is closed right after.
+fn send_notification(s: &TcpStream, code: u8, subcode: u8) {
     let n = Notification {
-        code: code::CEASE,
-        subcode: cease_subcode::CONNECTION_COLLISION_RESOLUTION,
+        code,
+        subcode,
         data: Bytes::new(),
     };
     if let Ok(b) = Message::Notification(n).encode(&CodecOptions::default()) {
@@ -349,73 +337,6 @@ fn reject(s: &TcpStream) {
 }
 
 impl Driver {
-    /// Reads what the pending connection has; false if it closed or failed.
-    fn read_pending(&mut self, buf: &mut [u8]) -> bool {
-        let Some((s, acc)) = self.pending.as_mut() else {
-            return false;
-        };
-        match s.try_read(buf) {
-            Ok(0) => false,
-            Ok(n) => {
-                acc.extend_from_slice(buf.get(..n).unwrap_or_default());
-                true
-            }
-            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
-        }
-    }
-
-    /// Once the pending connection's OPEN is in, keeps one connection (the one opened by
-    /// the side with the higher BGP identifier). Returns `Some(Some(..))` with the new
-    /// connection and what it already received when it wins, `Some(None)` when it lost
-    /// and was closed, `None` while its OPEN is incomplete.
-    fn collision(&mut self) -> Option<Option<(TcpStream, BytesMut)>> {
-        let (_, acc) = self.pending.as_ref()?;
-        let len = match frame_len(acc, MAX_MESSAGE_LEN) {
-            Ok(Some(len)) if len <= acc.len() => len,
-            Ok(_) => return None,
-            Err(_) => {
-                self.pending = None;
-                return None;
-            }
-        };
-        let open = match acc
-            .get(..len)
-            .map(|b| Message::decode(Bytes::copy_from_slice(b), &CodecOptions::default()))
-        {
-            Some(Ok(Message::Open(o))) => o,
-            _ => {
-                self.pending = None;
-                return None;
-            }
-        };
-        let local_wins = u32::from(self.cfg.fsm.router_id) > u32::from(open.bgp_id);
-        let decision = keep_pending(
-            self.fsm.state(),
-            self.conn.is_some().then_some(self.conn_outgoing),
-            self.connecting.is_some(),
-            local_wins,
-        )?;
-        let (stream, acc) = self.pending.take()?;
-        if !decision {
-            reject(&stream);
-            return Some(None);
-        }
-        if let Some(old) = self.conn.as_ref() {
-            reject(old);
-        }
-        Some(Some((stream, acc)))
-    }
-
-    /// Makes `stream` the session's connection, with what it already received.
-    async fn switch_to(&mut self, stream: TcpStream, acc: BytesMut) {
-        self.feed(Event::ConnectionReplaced).await;
-        self.connecting = None;
-        self.conn = Some(stream);
-        self.conn_outgoing = false;
-        self.feed(Event::TcpConnected).await;
-        self.feed(Event::Received(acc.freeze())).await;
-    }
-
     /// Feeds an event and carries out the actions (which may produce more events).
     async fn feed(&mut self, first: Event) {
         let mut pending = vec![first];
@@ -433,13 +354,19 @@ impl Driver {
         let peer = self.cfg.peer;
         match a {
             Action::Connect => {
+                self.collision.connecting();
                 self.connecting = Some(Box::pin(connect(self.cfg.clone())));
             }
             Action::Disconnect => {
                 // Best effort for what is queued (a NOTIFICATION above all), then close.
                 let _ = self.flush();
-                self.conn = None;
-                self.connecting = None;
+                if self.conn.take().is_some() {
+                    self.collision.closed(self.conn_side);
+                }
+                if self.connecting.take().is_some() {
+                    self.collision.closed(Side::Ours);
+                }
+                self.first = None;
                 self.out.clear();
                 self.blocked = false;
             }
@@ -454,6 +381,16 @@ impl Driver {
                 self.timers.remove(&t);
             }
             Action::StateChanged { from, to } => {
+                match to {
+                    State::Established => self.collision.established(self.conn_side),
+                    // The session is down: so is a connection that was resolving a
+                    // collision with it.
+                    State::Idle => {
+                        self.second = None;
+                        self.collision.reset();
+                    }
+                    _ => {}
+                }
                 let _ = self
                     .events
                     .send(SessionEvent::StateChanged { peer, from, to })
@@ -520,48 +457,3 @@ impl Driver {
 
 /// The default high-water mark: a few hundred full UPDATEs.
 pub const DEFAULT_WRITE_HIGH_WATER: usize = 1 << 20;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn collisions_keep_the_higher_identifiers_connection() {
-        // Ours is up to OpenSent: theirs stays only if their identifier is higher.
-        assert_eq!(
-            keep_pending(State::OpenSent, Some(true), false, true),
-            Some(false)
-        );
-        assert_eq!(
-            keep_pending(State::OpenSent, Some(true), false, false),
-            Some(true)
-        );
-        // Ours is still connecting and should win: wait for it.
-        assert_eq!(keep_pending(State::Connect, None, true, true), None);
-        assert_eq!(keep_pending(State::Connect, None, true, false), Some(true));
-        assert_eq!(keep_pending(State::Active, None, false, true), Some(true));
-        // Established or Idle: never.
-        for s in [State::Established, State::Idle] {
-            assert_eq!(keep_pending(s, Some(false), false, false), Some(false));
-        }
-    }
-
-    #[test]
-    fn a_newer_connection_from_the_peer_replaces_one_that_never_sent_its_open() {
-        // The current connection was opened by the peer and sits in OpenSent (a
-        // slow-loris, or a half-open connection from before the peer restarted). A new
-        // connection from the peer with a valid OPEN takes over, whichever identifier
-        // is higher; before, with the peer's higher, it was refused until the hold
-        // timer of the old one expired.
-        for local_wins in [true, false] {
-            assert_eq!(
-                keep_pending(State::OpenSent, Some(false), false, local_wins),
-                Some(true)
-            );
-            assert_eq!(
-                keep_pending(State::OpenConfirm, Some(false), false, local_wins),
-                Some(true)
-            );
-        }
-    }
-}
