@@ -221,12 +221,14 @@ fn prefix_length(
         }
     };
     if matches!(op, MatchOperator::Equal | MatchOperator::NotEqual) {
-        // confd renders `net = [ cidr{a,b} ]`, which BIRD cannot evaluate: it stops
-        // the filter with a runtime error on every route that reaches the rule.
+        // confd renders `net = [ cidr{a,b} ]`, a prefix compared with a prefix set:
+        // BIRD 2.0.12 (tried) finds them never equal, so NotEqual holds for every route;
+        // Calico's BIRD 1.x fork was not at hand. Neither reading is what was written.
         errors.push(d.error(
             &field,
-            "works with matchOperator In or NotIn only; with Equal or NotEqual Calico's BIRD \
-             stops the filter with a runtime error on every route that reaches this rule",
+            "works with matchOperator In or NotIn only: with Equal or NotEqual confd renders \
+             `net = [ cidr{min,max} ]`, which BIRD never finds equal (NotEqual then matches \
+             every route)",
         ));
         return None;
     }
