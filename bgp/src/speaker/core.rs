@@ -165,13 +165,13 @@ impl Speaker {
         match input {
             Input::Session(e) => self.session(now, e),
             Input::Originate { prefix, attrs } => {
-                let u = originate(self.cfg.router_id, prefix, attrs);
+                let u = peer::own_route(self.cfg.router_id, prefix, attrs);
                 let me = Arc::clone(&self.me);
                 let changes = self.rib.apply_update(&me, &u);
                 self.propagate(changes);
             }
             Input::Withdraw(prefix) => {
-                let u = withdraw(prefix);
+                let u = peer::own_withdrawal(prefix);
                 let me = Arc::clone(&self.me);
                 let changes = self.rib.apply_update(&me, &u);
                 self.propagate(changes);
@@ -600,56 +600,6 @@ impl Speaker {
                 p.updates_out += msgs.len() as u64;
                 self.out.push(Output::Send(ip, msgs));
             }
-        }
-    }
-}
-
-/// The UPDATE that puts our own route for `prefix` into the RIB.
-fn originate(router_id: std::net::Ipv4Addr, prefix: IpNet, attrs: PathAttributes) -> Update {
-    let nlri = crate::wire::Nlri::new(prefix);
-    if prefix.addr().is_ipv4() {
-        Update {
-            attributes: PathAttributes {
-                next_hop: Some(router_id),
-                ..attrs
-            },
-            nlri: vec![nlri],
-            ..Update::default()
-        }
-    } else {
-        Update {
-            attributes: attrs,
-            mp_reach: Some(crate::wire::MpReach {
-                family: Family::IPV6_UNICAST,
-                // Exported with the session's IPv6 address; never as IPv4.
-                next_hop: crate::wire::MpNextHop::V6 {
-                    global: router_id.to_ipv6_mapped(),
-                    link_local: None,
-                },
-                nlri: vec![nlri],
-                unparsed: None,
-            }),
-            ..Update::default()
-        }
-    }
-}
-
-/// The UPDATE that takes our own route for `prefix` out of the RIB.
-fn withdraw(prefix: IpNet) -> Update {
-    let nlri = crate::wire::Nlri::new(prefix);
-    if prefix.addr().is_ipv4() {
-        Update {
-            withdrawn: vec![nlri],
-            ..Update::default()
-        }
-    } else {
-        Update {
-            mp_unreach: Some(crate::wire::MpUnreach {
-                family: Family::IPV6_UNICAST,
-                withdrawn: vec![nlri],
-                unparsed: None,
-            }),
-            ..Update::default()
         }
     }
 }

@@ -1,7 +1,8 @@
 //! What the core keeps per peer, and what it derives from a peer's configuration: the
 //! session's settings and capabilities, the import and export policies. The two policy
 //! functions here ([`import`] and [`export`]) are the only places routes pass between a
-//! peer and the RIB, so a per-peer route-policy stage belongs in them.
+//! peer and the RIB, so a per-peer route-policy stage belongs in them. Our own routes
+//! enter the RIB as UPDATEs of ours ([`own_route`], [`own_withdrawal`]).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -17,7 +18,8 @@ use crate::rib::import::{ImportPolicy, Rejection};
 use crate::rib::{BestChange, PeerSource, Rib};
 use crate::session::{self, DriverConfig};
 use crate::wire::{
-    AddPathFamily, Capability, CodecOptions, Family, GracefulRestart, GracefulRestartFamily, Update,
+    AddPathFamily, Capability, CodecOptions, Family, GracefulRestart, GracefulRestartFamily,
+    PathAttributes, Update,
 };
 
 use super::gr::Helper;
@@ -246,4 +248,54 @@ pub(super) fn import(
 /// changes) passes here and only here; ROUTE-REFRESH answers repeat what passed.
 pub(super) fn export(out: &mut Out, changes: &[BestChange]) -> Vec<Bytes> {
     out.rib.apply(changes, &out.tx).unwrap_or_default()
+}
+
+/// The UPDATE that puts our own route for `prefix` into the RIB.
+pub(super) fn own_route(router_id: Ipv4Addr, prefix: IpNet, attrs: PathAttributes) -> Update {
+    let nlri = crate::wire::Nlri::new(prefix);
+    if prefix.addr().is_ipv4() {
+        Update {
+            attributes: PathAttributes {
+                next_hop: Some(router_id),
+                ..attrs
+            },
+            nlri: vec![nlri],
+            ..Update::default()
+        }
+    } else {
+        Update {
+            attributes: attrs,
+            mp_reach: Some(crate::wire::MpReach {
+                family: Family::IPV6_UNICAST,
+                // Exported with the session's IPv6 address; never as IPv4.
+                next_hop: crate::wire::MpNextHop::V6 {
+                    global: router_id.to_ipv6_mapped(),
+                    link_local: None,
+                },
+                nlri: vec![nlri],
+                unparsed: None,
+            }),
+            ..Update::default()
+        }
+    }
+}
+
+/// The UPDATE that takes our own route for `prefix` out of the RIB.
+pub(super) fn own_withdrawal(prefix: IpNet) -> Update {
+    let nlri = crate::wire::Nlri::new(prefix);
+    if prefix.addr().is_ipv4() {
+        Update {
+            withdrawn: vec![nlri],
+            ..Update::default()
+        }
+    } else {
+        Update {
+            mp_unreach: Some(crate::wire::MpUnreach {
+                family: Family::IPV6_UNICAST,
+                withdrawn: vec![nlri],
+                unparsed: None,
+            }),
+            ..Update::default()
+        }
+    }
 }
