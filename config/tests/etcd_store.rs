@@ -11,14 +11,10 @@
 // Setup helpers outside #[test] functions: a failed setup is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[path = "../../tests/support/skip.rs"]
-mod skip;
+mod common;
 
 use etcd_client::{Client, CompactionOptions, Txn, TxnOp};
 use serde_json::{json, Value};
@@ -27,185 +23,13 @@ use tern_config::datastore::{Document, StoreEvent};
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
 
+use common::Etcd;
+
 const RES: &str = "/calico/resources/v3/projectcalico.org";
 const BLOCK_KEY: &str = "/calico/ipam/v2/assignment/ipv4/block/198.18.4.0-26";
 const AFFINITY_KEY: &str = "/calico/ipam/v2/host/node-a/ipv4/block/198.18.4.0-26";
 /// How long any single wait may take before the test fails.
 const WAIT: Duration = Duration::from_secs(10);
-
-// --- etcd process -----------------------------------------------------------------------
-
-/// An etcd server this test started; killed by PID on drop.
-struct Etcd {
-    binary: PathBuf,
-    /// Holds the data dir and the log; removed on drop (after the kill).
-    dir: tempfile::TempDir,
-    client_port: u16,
-    peer_port: u16,
-    child: Option<Child>,
-}
-
-impl Etcd {
-    /// Starts etcd, or returns `None` (after printing why) when it is not installed.
-    /// Under `CI=true` a missing etcd is a failure.
-    async fn start() -> Option<Etcd> {
-        let Some(binary) = find_etcd() else {
-            skip::skip(
-                "etcd_store",
-                "etcd not installed (apt-get install etcd-server)",
-            );
-            return None;
-        };
-        // Free ports can be taken by someone else between the probe and etcd's bind:
-        // retry with new ones.
-        let mut last_error = String::new();
-        for _ in 0..3 {
-            let dir = data_parent();
-            let (client_port, peer_port) = (free_port(), free_port());
-            let mut etcd = Etcd {
-                binary: binary.clone(),
-                dir,
-                client_port,
-                peer_port,
-                child: None,
-            };
-            etcd.spawn();
-            match etcd.wait_ready().await {
-                Ok(()) => return Some(etcd),
-                Err(e) => last_error = e,
-            }
-        }
-        panic!("etcd did not start: {last_error}");
-    }
-
-    fn spawn(&mut self) {
-        let client = self.endpoint();
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .expect("etcd log file");
-        let log2 = log.try_clone().expect("etcd log file");
-        let child = Command::new(&self.binary)
-            .arg("--name=tern-test")
-            .arg(format!(
-                "--data-dir={}",
-                self.dir.path().join("data").display()
-            ))
-            .arg(format!("--listen-client-urls={client}"))
-            .arg(format!("--advertise-client-urls={client}"))
-            .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=tern-test={peer}"))
-            .arg("--initial-cluster-state=new")
-            .arg("--initial-cluster-token=tern-test")
-            .arg("--logger=zap")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .spawn()
-            .expect("spawn etcd");
-        self.child = Some(child);
-    }
-
-    /// Waits until etcd answers a request.
-    async fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(format!("etcd exited ({status}); log:\n{}", self.log()));
-                }
-            }
-            let ready = async {
-                let mut client = Client::connect([self.endpoint()], None).await.ok()?;
-                client.get("/ready-probe", None).await.ok()
-            };
-            if let Ok(Some(_)) = timeout(Duration::from_millis(500), ready).await {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                self.kill();
-                return Err(format!(
-                    "etcd not ready after {WAIT:?}; log:\n{}",
-                    self.log()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Kills the etcd process (by its PID, through the child handle) and reaps it.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Starts etcd again on the same data dir and ports.
-    async fn restart(&mut self) {
-        self.spawn();
-        if let Err(e) = self.wait_ready().await {
-            panic!("etcd did not restart: {e}");
-        }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
-    }
-
-    async fn client(&self) -> Client {
-        timeout(WAIT, Client::connect([self.endpoint()], None))
-            .await
-            .expect("connect in time")
-            .expect("connect")
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("etcd.log")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.log_path()).unwrap_or_default()
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn find_etcd() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|dir| dir.join("etcd"))
-        .find(|candidate| candidate.is_file())
-}
-
-/// A temp dir for etcd's data: in /dev/shm when there is one, since etcd fsyncs every
-/// write and the tests write a lot.
-fn data_parent() -> tempfile::TempDir {
-    let builder = tempfile::Builder::new().prefix("tern-etcd-").to_owned();
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(dir) = builder.tempdir_in(shm) {
-            return dir;
-        }
-    }
-    builder.tempdir().expect("temp dir")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port on 127.0.0.1")
-        .port()
-}
 
 // --- the store's log ------------------------------------------------------------------
 
@@ -461,7 +285,7 @@ async fn put_revision(client: &mut Client, key: &str, value: String) -> i64 {
 /// write, and nothing the store ignores.
 #[tokio::test]
 async fn initial_snapshot_holds_converted_cluster() {
-    let Some(etcd) = Etcd::start().await else {
+    let Some(etcd) = Etcd::start("etcd_store", None, None).await else {
         return;
     };
     let mut client = etcd.client().await;
@@ -531,7 +355,7 @@ async fn initial_snapshot_holds_converted_cluster() {
 /// a change to keys the store ignores produces none.
 #[tokio::test]
 async fn changes_produce_new_snapshots() {
-    let Some(etcd) = Etcd::start().await else {
+    let Some(etcd) = Etcd::start("etcd_store", None, None).await else {
         return;
     };
     let mut client = etcd.client().await;
@@ -579,7 +403,7 @@ async fn changes_produce_new_snapshots() {
 /// exactly one snapshot holding both.
 #[tokio::test]
 async fn transaction_gives_one_snapshot() {
-    let Some(etcd) = Etcd::start().await else {
+    let Some(etcd) = Etcd::start("etcd_store", None, None).await else {
         return;
     };
     let mut client = etcd.client().await;
@@ -618,7 +442,7 @@ async fn transaction_gives_one_snapshot() {
 /// store's watch. The store re-lists and the next snapshots end in the final state.
 #[tokio::test]
 async fn recovers_after_compaction() {
-    let Some(etcd) = Etcd::start().await else {
+    let Some(etcd) = Etcd::start("etcd_store", None, None).await else {
         return;
     };
     let log = LogCapture::default();
@@ -705,7 +529,7 @@ async fn recovers_after_compaction() {
 /// back on the same data: a fresh snapshot with the same data, and watching resumes.
 #[tokio::test]
 async fn recovers_after_etcd_restart() {
-    let Some(mut etcd) = Etcd::start().await else {
+    let Some(mut etcd) = Etcd::start("etcd_store", None, None).await else {
         return;
     };
     let mut client = etcd.client().await;

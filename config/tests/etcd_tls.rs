@@ -12,19 +12,18 @@
 // Setup helpers outside #[test] functions: a failed setup is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::Duration;
 
-#[path = "../../tests/support/skip.rs"]
-mod skip;
+mod common;
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, Permission, TlsOptions};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use tern_config::daemon::{EtcdAuth, EtcdPassword, EtcdTls, Password};
 use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
-use tokio::time::{timeout, Instant};
+use tokio::time::timeout;
+
+use common::{Etcd, ServerTls};
 
 /// How long any single wait may take before the test fails.
 const WAIT: Duration = Duration::from_secs(20);
@@ -108,151 +107,27 @@ fn ca(cn: &str) -> (CertificateParams, KeyPair) {
 // --- etcd process -----------------------------------------------------------------------
 
 /// An etcd with TLS and client-certificate auth on 127.0.0.1; killed by PID on drop.
-struct Etcd {
-    /// Data dir and log.
-    dir: tempfile::TempDir,
-    client_port: u16,
-    child: Option<Child>,
+async fn start_etcd(pki: &Pki) -> Option<Etcd> {
+    let tls = ServerTls {
+        ca: pki.path("ca.pem"),
+        cert: pki.path("server.pem"),
+        key: pki.path("server-key.pem"),
+    };
+    let probe = ConnectOptions::new().with_tls(pki.client_tls());
+    Etcd::start("etcd_tls", Some(tls), Some(probe)).await
 }
 
-impl Etcd {
-    /// Starts etcd, or returns `None` (after printing why) when it is not installed.
-    async fn start(test: &str, pki: &Pki) -> Option<Etcd> {
-        let Some(binary) = find_etcd() else {
-            skip::skip(test, "etcd not installed (apt-get install etcd-server)");
-            return None;
-        };
-        let mut last_error = String::new();
-        // A probed free port can be taken before etcd binds it: retry with new ones.
-        for _ in 0..3 {
-            let mut etcd = Etcd {
-                dir: tempfile::Builder::new()
-                    .prefix("tern-etcd-tls-")
-                    .tempdir()
-                    .expect("temp dir"),
-                client_port: free_port(),
-                child: None,
-            };
-            etcd.spawn(&binary, pki, free_port());
-            match etcd.wait_ready(pki).await {
-                Ok(()) => return Some(etcd),
-                Err(e) => last_error = e,
-            }
-        }
-        panic!("etcd did not start: {last_error}");
+/// The test's own client (client certificate, optionally a user).
+async fn admin(
+    etcd: &Etcd,
+    pki: &Pki,
+    user: Option<(&str, &str)>,
+) -> Result<Client, etcd_client::Error> {
+    let mut options = ConnectOptions::new().with_tls(pki.client_tls());
+    if let Some((name, password)) = user {
+        options = options.with_user(name, password);
     }
-
-    fn spawn(&mut self, binary: &Path, pki: &Pki, peer_port: u16) {
-        let client = self.endpoint();
-        let peer = format!("http://127.0.0.1:{peer_port}");
-        let log = std::fs::File::create(self.dir.path().join("etcd.log")).expect("log file");
-        let log2 = log.try_clone().expect("log file");
-        let child = Command::new(binary)
-            .arg("--name=tern-tls")
-            .arg(format!(
-                "--data-dir={}",
-                self.dir.path().join("data").display()
-            ))
-            .arg(format!("--listen-client-urls={client}"))
-            .arg(format!("--advertise-client-urls={client}"))
-            .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=tern-tls={peer}"))
-            .arg("--initial-cluster-state=new")
-            .arg("--client-cert-auth")
-            .arg(format!(
-                "--trusted-ca-file={}",
-                pki.path("ca.pem").display()
-            ))
-            .arg(format!("--cert-file={}", pki.path("server.pem").display()))
-            .arg(format!(
-                "--key-file={}",
-                pki.path("server-key.pem").display()
-            ))
-            .arg("--logger=zap")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .spawn()
-            .expect("spawn etcd");
-        self.child = Some(child);
-    }
-
-    async fn wait_ready(&mut self, pki: &Pki) -> Result<(), String> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(format!("etcd exited ({status}); log:\n{}", self.log()));
-                }
-            }
-            let ready = async {
-                let mut client = self.admin(pki, None).await.ok()?;
-                client.get("/ready-probe", None).await.ok()
-            };
-            if let Ok(Some(_)) = timeout(Duration::from_millis(1000), ready).await {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                self.kill();
-                return Err(format!(
-                    "etcd not ready after {WAIT:?}; log:\n{}",
-                    self.log()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// The test's own client (client certificate, optionally a user).
-    async fn admin(
-        &self,
-        pki: &Pki,
-        user: Option<(&str, &str)>,
-    ) -> Result<Client, etcd_client::Error> {
-        let mut options = ConnectOptions::new().with_tls(pki.client_tls());
-        if let Some((name, password)) = user {
-            options = options.with_user(name, password);
-        }
-        Client::connect([self.endpoint()], Some(options)).await
-    }
-
-    fn endpoint(&self) -> String {
-        format!("https://127.0.0.1:{}", self.client_port)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn find_etcd() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|dir| dir.join("etcd"))
-        .find(|candidate| candidate.is_file())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port on 127.0.0.1")
-        .port()
+    etcd.connect(Some(options)).await
 }
 
 // --- helpers ----------------------------------------------------------------------------
@@ -273,7 +148,7 @@ async fn snapshot(options: EtcdOptions) -> Result<Vec<String>, String> {
 }
 
 async fn put_calico_key(etcd: &Etcd, pki: &Pki) {
-    let mut admin = etcd.admin(pki, None).await.expect("admin client");
+    let mut admin = admin(etcd, pki, None).await.expect("admin client");
     admin.put(BGP_KEY, BGP_VALUE, None).await.expect("put");
 }
 
@@ -292,7 +167,7 @@ fn expect_error(result: Result<Vec<String>, String>, what: &str) -> String {
 #[tokio::test]
 async fn snapshot_over_tls_with_a_client_certificate() {
     let pki = Pki::new();
-    let Some(etcd) = Etcd::start("etcd_tls", &pki).await else {
+    let Some(etcd) = start_etcd(&pki).await else {
         return;
     };
     put_calico_key(&etcd, &pki).await;
@@ -306,7 +181,7 @@ async fn snapshot_over_tls_with_a_client_certificate() {
 #[tokio::test]
 async fn a_wrong_ca_fails_in_plain_words() {
     let pki = Pki::new();
-    let Some(etcd) = Etcd::start("etcd_tls", &pki).await else {
+    let Some(etcd) = start_etcd(&pki).await else {
         return;
     };
     let options = EtcdOptions::new(vec![etcd.endpoint()]).with_tls(pki.tls("other-ca.pem", true));
@@ -321,7 +196,7 @@ async fn a_wrong_ca_fails_in_plain_words() {
 #[tokio::test]
 async fn no_client_certificate_is_refused() {
     let pki = Pki::new();
-    let Some(etcd) = Etcd::start("etcd_tls", &pki).await else {
+    let Some(etcd) = start_etcd(&pki).await else {
         return;
     };
     let options = EtcdOptions::new(vec![etcd.endpoint()]).with_tls(pki.tls("ca.pem", false));
@@ -334,14 +209,14 @@ async fn no_client_certificate_is_refused() {
 #[tokio::test]
 async fn user_and_password_work_and_a_wrong_password_is_named() {
     let pki = Pki::new();
-    let Some(etcd) = Etcd::start("etcd_tls", &pki).await else {
+    let Some(etcd) = start_etcd(&pki).await else {
         return;
     };
     put_calico_key(&etcd, &pki).await;
     {
         // etcd wants a root user with the root role before auth can be enabled; tern's
         // user may read Calico's keys and nothing else.
-        let mut admin = etcd.admin(&pki, None).await.expect("admin client");
+        let mut admin = admin(&etcd, &pki, None).await.expect("admin client");
         admin.user_add("root", "root-pw", None).await.expect("root");
         admin
             .user_grant_role("root", "root")
