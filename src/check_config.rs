@@ -236,28 +236,7 @@ fn kube_snapshot(settings: &KubeSettings) -> Result<(String, Vec<Document>), Str
 /// The report for people.
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
-    if !r.settings.is_empty() {
-        let _ = writeln!(out, "settings:");
-        let width = r
-            .settings
-            .iter()
-            .map(|(s, _, _)| s.len())
-            .max()
-            .unwrap_or(0);
-        let value_width = r
-            .settings
-            .iter()
-            .map(|(_, v, _)| v.chars().count())
-            .max()
-            .unwrap_or(0);
-        for (setting, value, source) in &r.settings {
-            let _ = writeln!(
-                out,
-                "  {setting:<width$}  {value:<value_width$}  ({source})"
-            );
-        }
-        let _ = writeln!(out);
-    }
+    render_settings(&mut out, &r.settings);
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
@@ -288,6 +267,34 @@ pub fn render(r: &Report) -> String {
             .map(|c| format!(", route reflector (cluster id {c})"))
             .unwrap_or_default()
     );
+    render_peers(&mut out, i);
+    render_originated(&mut out, i);
+    out
+}
+
+/// The settings in force and where each came from, as aligned columns.
+fn render_settings(out: &mut String, settings: &[(String, String, String)]) {
+    if settings.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "settings:");
+    let width = settings.iter().map(|(s, _, _)| s.len()).max().unwrap_or(0);
+    let value_width = settings
+        .iter()
+        .map(|(_, v, _)| v.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (setting, value, source) in settings {
+        let _ = writeln!(
+            out,
+            "  {setting:<width$}  {value:<value_width$}  ({source})"
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// The node's peers as a table.
+fn render_peers(out: &mut String, i: &Intent) {
     let _ = writeln!(out, "\npeers ({}):", i.peers.len());
     let mut rows: Vec<[String; 5]> =
         vec![["ADDRESS", "AS", "TYPE", "DIALS", "FROM"].map(String::from)];
@@ -308,7 +315,11 @@ pub fn render(r: &Report) -> String {
             },
         ]
     }));
-    table(&mut out, &rows);
+    table(out, &rows);
+}
+
+/// The routes the node originates as a table.
+fn render_originated(out: &mut String, i: &Intent) {
     let _ = writeln!(out, "\noriginated ({}):", i.originated.len());
     let mut rows: Vec<[String; 5]> = vec![[
         "PREFIX",
@@ -336,8 +347,7 @@ pub fn render(r: &Report) -> String {
                 .join(" "),
         ]
     }));
-    table(&mut out, &rows);
-    out
+    table(out, &rows);
 }
 
 fn table(out: &mut String, rows: &[[String; 5]]) {
