@@ -95,175 +95,195 @@ async fn ask<T: serde::de::DeserializeOwned>(h: &DaemonHandler, r: Request) -> O
 pub async fn render(h: &DaemonHandler) -> String {
     let mut reg = Registry::with_prefix("tern");
     if let Some(s) = ask::<StatusReply>(h, Request::Status).await {
-        let d = &s.daemon;
-        single(
-            &mut reg,
-            "config_revision",
-            "Datastore revision of the configuration in force",
-            d.intent_revision.unwrap_or(0),
-        );
-        single(
-            &mut reg,
-            "config_error",
-            "1 when the newest configuration was rejected or needs a restart",
-            i64::from(d.config_error.is_some()),
-        );
-        single(
-            &mut reg,
-            "datastore_up",
-            "0 while the datastore cannot be read (the configuration in force stays; tern status says why)",
-            i64::from(d.datastore_error.is_none()),
-        );
-        single(
-            &mut reg,
-            "uptime_seconds",
-            "Seconds since the daemon started",
-            i64::try_from(d.uptime_s).unwrap_or(i64::MAX),
-        );
+        daemon_metrics(&mut reg, &s);
     }
     if let Some(p) = ask::<PeersReply>(h, Request::Peers { address: None }).await {
-        let peer = |a: &str, t: &str| label(&[("peer", a), ("type", t)]);
-        gauge(
-            &mut reg,
-            "peer_up",
-            "1 when the BGP session is Established",
-            p.peers
-                .iter()
-                .map(|x| {
-                    (
-                        peer(&x.address, &x.kind),
-                        i64::from(x.state == "Established"),
-                    )
-                })
-                .collect(),
-        );
-        gauge(
-            &mut reg,
-            "peer_uptime_seconds",
-            "Seconds the session has been Established",
-            p.peers
-                .iter()
-                .map(|x| {
-                    (
-                        peer(&x.address, &x.kind),
-                        i64::try_from(x.uptime_s).unwrap_or(i64::MAX),
-                    )
-                })
-                .collect(),
-        );
-        gauge(
-            &mut reg,
-            "peer_prefixes_received",
-            "Prefixes for which the peer provides a Loc-RIB path",
-            p.peers
-                .iter()
-                .map(|x| {
-                    (
-                        peer(&x.address, &x.kind),
-                        i64::try_from(x.prefixes_received).unwrap_or(i64::MAX),
-                    )
-                })
-                .collect(),
-        );
-        gauge(
-            &mut reg,
-            "peer_prefixes_accepted",
-            "Prefixes from the peer accepted by import",
-            p.peers
-                .iter()
-                .map(|x| {
-                    (
-                        peer(&x.address, &x.kind),
-                        i64::try_from(x.prefixes_accepted).unwrap_or(i64::MAX),
-                    )
-                })
-                .collect(),
-        );
-        let flaps = Family::<Labels, Counter>::default();
-        for x in &p.peers {
-            flaps
-                .get_or_create(&peer(&x.address, &x.kind))
-                .inc_by(x.flaps);
-        }
-        reg.register("peer_flaps", "Times the session left Established", flaps);
-        for (name, help, pick) in [
-            (
-                "peer_updates_received",
-                "UPDATE messages received",
-                (|x: &crate::control::proto::PeerInfo| x.updates_in)
-                    as fn(&crate::control::proto::PeerInfo) -> u64,
-            ),
-            ("peer_updates_sent", "UPDATE messages sent", |x| {
-                x.updates_out
-            }),
-        ] {
-            let c = Family::<Labels, Counter>::default();
-            for x in &p.peers {
-                c.get_or_create(&peer(&x.address, &x.kind)).inc_by(pick(x));
-            }
-            reg.register(name, help, c);
-        }
-        gauge(
-            &mut reg,
-            "peer_prefixes_advertised",
-            "Prefixes in the peer's Adj-RIB-Out",
-            p.peers
-                .iter()
-                .map(|x| {
-                    (
-                        peer(&x.address, &x.kind),
-                        i64::try_from(x.prefixes_advertised).unwrap_or(i64::MAX),
-                    )
-                })
-                .collect(),
-        );
+        peer_metrics(&mut reg, &p);
     }
     if let Some(f) = ask::<FibReply>(h, Request::Fib).await {
-        let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
-        gauge(
-            &mut reg,
-            "fib_routes",
-            "tern's kernel routes by state",
-            vec![
-                (label(&[("state", "installed")]), n(f.installed.len())),
-                (label(&[("state", "missing")]), n(f.missing.len())),
-                (label(&[("state", "unexpected")]), n(f.unexpected.len())),
-            ],
-        );
-        single(
-            &mut reg,
-            "fib_refused",
-            "Routes the kernel refused",
-            n(f.failures.len()),
-        );
-        let secs = Gauge::<f64, AtomicU64>::default();
-        secs.set(f.last_apply_seconds);
-        reg.register(
-            "fib_last_apply_seconds",
-            "Duration of the last batch of kernel route changes",
-            secs,
-        );
+        fib_metrics(&mut reg, &f);
     }
     if let Some(d) = ask::<DiagnoseReply>(h, Request::Diagnose).await {
-        let mut counts: std::collections::BTreeMap<(String, String), i64> = Default::default();
-        for f in &d.findings {
-            *counts
-                .entry((f.kind.clone(), f.severity.clone()))
-                .or_default() += 1;
-        }
-        gauge(
-            &mut reg,
-            "diagnostic_findings",
-            "Current diagnostic findings by kind and severity",
-            counts
-                .into_iter()
-                .map(|((k, s), v)| (label(&[("kind", &k), ("severity", &s)]), v))
-                .collect(),
-        );
+        diagnose_metrics(&mut reg, &d);
     }
     let mut out = String::new();
     if encode(&mut out, &reg).is_err() {
         return "# tern: cannot encode metrics\n".into();
     }
     out
+}
+
+/// The daemon's configuration, datastore and uptime.
+fn daemon_metrics(reg: &mut Registry, s: &StatusReply) {
+    let d = &s.daemon;
+    single(
+        reg,
+        "config_revision",
+        "Datastore revision of the configuration in force",
+        d.intent_revision.unwrap_or(0),
+    );
+    single(
+        reg,
+        "config_error",
+        "1 when the newest configuration was rejected or needs a restart",
+        i64::from(d.config_error.is_some()),
+    );
+    single(
+        reg,
+        "datastore_up",
+        "0 while the datastore cannot be read (the configuration in force stays; tern status says why)",
+        i64::from(d.datastore_error.is_none()),
+    );
+    single(
+        reg,
+        "uptime_seconds",
+        "Seconds since the daemon started",
+        i64::try_from(d.uptime_s).unwrap_or(i64::MAX),
+    );
+}
+
+/// Per-peer session state and counters.
+fn peer_metrics(reg: &mut Registry, p: &PeersReply) {
+    let peer = |a: &str, t: &str| label(&[("peer", a), ("type", t)]);
+    gauge(
+        reg,
+        "peer_up",
+        "1 when the BGP session is Established",
+        p.peers
+            .iter()
+            .map(|x| {
+                (
+                    peer(&x.address, &x.kind),
+                    i64::from(x.state == "Established"),
+                )
+            })
+            .collect(),
+    );
+    gauge(
+        reg,
+        "peer_uptime_seconds",
+        "Seconds the session has been Established",
+        p.peers
+            .iter()
+            .map(|x| {
+                (
+                    peer(&x.address, &x.kind),
+                    i64::try_from(x.uptime_s).unwrap_or(i64::MAX),
+                )
+            })
+            .collect(),
+    );
+    gauge(
+        reg,
+        "peer_prefixes_received",
+        "Prefixes for which the peer provides a Loc-RIB path",
+        p.peers
+            .iter()
+            .map(|x| {
+                (
+                    peer(&x.address, &x.kind),
+                    i64::try_from(x.prefixes_received).unwrap_or(i64::MAX),
+                )
+            })
+            .collect(),
+    );
+    gauge(
+        reg,
+        "peer_prefixes_accepted",
+        "Prefixes from the peer accepted by import",
+        p.peers
+            .iter()
+            .map(|x| {
+                (
+                    peer(&x.address, &x.kind),
+                    i64::try_from(x.prefixes_accepted).unwrap_or(i64::MAX),
+                )
+            })
+            .collect(),
+    );
+    let flaps = Family::<Labels, Counter>::default();
+    for x in &p.peers {
+        flaps
+            .get_or_create(&peer(&x.address, &x.kind))
+            .inc_by(x.flaps);
+    }
+    reg.register("peer_flaps", "Times the session left Established", flaps);
+    for (name, help, pick) in [
+        (
+            "peer_updates_received",
+            "UPDATE messages received",
+            (|x: &crate::control::proto::PeerInfo| x.updates_in)
+                as fn(&crate::control::proto::PeerInfo) -> u64,
+        ),
+        ("peer_updates_sent", "UPDATE messages sent", |x| {
+            x.updates_out
+        }),
+    ] {
+        let c = Family::<Labels, Counter>::default();
+        for x in &p.peers {
+            c.get_or_create(&peer(&x.address, &x.kind)).inc_by(pick(x));
+        }
+        reg.register(name, help, c);
+    }
+    gauge(
+        reg,
+        "peer_prefixes_advertised",
+        "Prefixes in the peer's Adj-RIB-Out",
+        p.peers
+            .iter()
+            .map(|x| {
+                (
+                    peer(&x.address, &x.kind),
+                    i64::try_from(x.prefixes_advertised).unwrap_or(i64::MAX),
+                )
+            })
+            .collect(),
+    );
+}
+
+/// The kernel routes by state, refusals and the last batch's duration.
+fn fib_metrics(reg: &mut Registry, f: &FibReply) {
+    let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+    gauge(
+        reg,
+        "fib_routes",
+        "tern's kernel routes by state",
+        vec![
+            (label(&[("state", "installed")]), n(f.installed.len())),
+            (label(&[("state", "missing")]), n(f.missing.len())),
+            (label(&[("state", "unexpected")]), n(f.unexpected.len())),
+        ],
+    );
+    single(
+        reg,
+        "fib_refused",
+        "Routes the kernel refused",
+        n(f.failures.len()),
+    );
+    let secs = Gauge::<f64, AtomicU64>::default();
+    secs.set(f.last_apply_seconds);
+    reg.register(
+        "fib_last_apply_seconds",
+        "Duration of the last batch of kernel route changes",
+        secs,
+    );
+}
+
+/// Diagnostic findings by kind and severity.
+fn diagnose_metrics(reg: &mut Registry, d: &DiagnoseReply) {
+    let mut counts: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for f in &d.findings {
+        *counts
+            .entry((f.kind.clone(), f.severity.clone()))
+            .or_default() += 1;
+    }
+    gauge(
+        reg,
+        "diagnostic_findings",
+        "Current diagnostic findings by kind and severity",
+        counts
+            .into_iter()
+            .map(|((k, s), v)| (label(&[("kind", &k), ("severity", &s)]), v))
+            .collect(),
+    );
 }

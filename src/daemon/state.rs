@@ -53,7 +53,8 @@ pub struct State {
     pub peers: BTreeMap<IpAddr, PeerState>,
     /// Last main-loop tick (liveness).
     pub last_tick: Instant,
-    /// A graceful-restart grace period is still running.
+    /// The restart grace still runs: the FIB task keeps an earlier run's routes until
+    /// the speaker's Loc-RIB is complete (mirrored from the FIB task's flag).
     pub in_grace: bool,
     /// Borrowed workload addresses originated because the kernel routes them to a
     /// workload interface (shown as source `kernel`).

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use ipnet::IpNet;
 use tern_fib::linux::{watch, watch_ignoring_added, KernelEvent, LinuxFib};
+use tern_fib::task::KernelNews;
 use tern_fib::{Route, RouteKind};
 use tokio::sync::mpsc;
 
@@ -70,6 +71,31 @@ impl Scan {
     }
 }
 
+type Events = std::pin::Pin<Box<dyn futures::Stream<Item = KernelEvent> + Send>>;
+
+/// The route notifications: with tern's own route changes filtered out in the kernel
+/// when it can (at a full table they are most of the traffic on this socket and none
+/// of them matters here), every notification otherwise.
+fn events(protocol: Option<u8>, own_port: u32) -> Option<Events> {
+    let filtered: Option<Events> = protocol.and_then(|p| match watch_ignoring_added(p, own_port) {
+        Ok(s) => Some(Box::pin(s) as Events),
+        Err(e) => {
+            tracing::warn!("{e}; reading every route notification instead");
+            None
+        }
+    });
+    match filtered
+        .map(Ok)
+        .unwrap_or_else(|| watch().map(|s| Box::pin(s) as Events))
+    {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!("cannot watch workload routes: {e}");
+            None
+        }
+    }
+}
+
 /// Reports workload host routes (address → interface) now and after every change, and
 /// tells the FIB task (`fib_resync`) when the kernel may have dropped tern's routes
 /// behind its back: a route of tern's `protocol` removed, another protocol's route
@@ -78,7 +104,7 @@ impl Scan {
 pub async fn run(
     table: u32,
     protocol: Option<u8>,
-    fib_resync: Arc<tern_fib::task::KernelNews>,
+    fib_resync: Arc<KernelNews>,
     tx: mpsc::Sender<BTreeMap<IpNet, String>>,
 ) {
     let fib = match LinuxFib::new(0, table) {
@@ -88,28 +114,11 @@ pub async fn run(
             return;
         }
     };
-    type Events = std::pin::Pin<Box<dyn futures::Stream<Item = KernelEvent> + Send>>;
-    // tern's own route changes are filtered out in the kernel: at a full table they
-    // are most of the traffic on this socket and none of them matters here.
     let own_port = fib_resync
         .own_port
         .load(std::sync::atomic::Ordering::SeqCst);
-    let filtered: Option<Events> = protocol.and_then(|p| match watch_ignoring_added(p, own_port) {
-        Ok(s) => Some(Box::pin(s) as Events),
-        Err(e) => {
-            tracing::warn!("{e}; reading every route notification instead");
-            None
-        }
-    });
-    let mut events: Events = match filtered
-        .map(Ok)
-        .unwrap_or_else(|| watch().map(|s| Box::pin(s) as Events))
-    {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot watch workload routes: {e}");
-            return;
-        }
+    let Some(mut events) = events(protocol, own_port) else {
+        return;
     };
     let mut scan = Scan {
         fib,
@@ -126,9 +135,19 @@ pub async fn run(
     let mut rescan_due = false;
     let mut next_rescan = Instant::now();
     loop {
-        let ev = tokio::select! {
+        tokio::select! {
             ev = events.next() => match ev {
-                Some(ev) => Some(ev),
+                Some(KernelEvent::Lost) => {
+                    tracing::debug!("kernel re-read asked: notifications lost");
+                    fib_resync.resync();
+                    rescan_due = true;
+                    continue;
+                }
+                Some(ev) => {
+                    if !scan.on_event(ev, table, protocol, &fib_resync).await {
+                        continue;
+                    }
+                }
                 None => break,
             },
             () = tokio::time::sleep_until(next_rescan.into()), if rescan_due => {
@@ -136,15 +155,23 @@ pub async fn run(
                 let t0 = Instant::now();
                 scan.rescan().await;
                 next_rescan = Instant::now() + (t0.elapsed() * 5).max(Duration::from_secs(1));
-                None
             }
-        };
-        let Some(ev) = ev else {
-            if !report(&scan, &mut last, &tx).await {
-                return;
-            }
-            continue;
-        };
+        }
+        if !report(&scan, &mut last, &tx).await {
+            return;
+        }
+    }
+}
+
+impl Scan {
+    /// Applies a route or link notification; false when it cannot change the workloads.
+    async fn on_event(
+        &mut self,
+        ev: KernelEvent,
+        table: u32,
+        protocol: Option<u8>,
+        fib_resync: &KernelNews,
+    ) -> bool {
         match ev {
             KernelEvent::RouteAdded { route, protocol: p } if route.table == table => {
                 // Another protocol's route may have replaced one of ours (felix
@@ -155,13 +182,13 @@ pub async fn run(
                 }
                 match host_route_device(&route) {
                     Some(i) => {
-                        scan.routes.insert(route.prefix, i);
-                        if !scan.names.contains_key(&i) {
-                            scan.names().await;
+                        self.routes.insert(route.prefix, i);
+                        if !self.names.contains_key(&i) {
+                            self.names().await;
                         }
                     }
                     None => {
-                        scan.routes.remove(&route.prefix);
+                        self.routes.remove(&route.prefix);
                     }
                 }
             }
@@ -170,25 +197,17 @@ pub async fn run(
                     fib_resync.removed(route.prefix);
                 }
                 if host_route_device(&route).is_some() {
-                    scan.routes.remove(&route.prefix);
+                    self.routes.remove(&route.prefix);
                 }
             }
             KernelEvent::InterfacesChanged => {
                 tracing::debug!("kernel re-read asked: interfaces changed");
                 fib_resync.resync();
-                scan.names().await
+                self.names().await
             }
-            KernelEvent::Lost => {
-                tracing::debug!("kernel re-read asked: notifications lost");
-                fib_resync.resync();
-                rescan_due = true;
-                continue;
-            }
-            _ => continue,
+            _ => return false,
         }
-        if !report(&scan, &mut last, &tx).await {
-            return;
-        }
+        true
     }
 }
 
