@@ -12,7 +12,6 @@
 
 #![cfg(target_os = "linux")]
 
-use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -21,30 +20,17 @@ use tern_config::datastore::kubernetes::API_CALLS;
 use tern_interop::lab::{kdd, kube, plan, Lab, LabDatastore, LabSpec};
 use tern_interop::peers::Kind;
 
+#[path = "support/lab.rs"]
+mod lab_support;
+
+use lab_support::{available, converged, fail, record};
+
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Records a figure (printed, and kept for test.sh's summary).
-fn record(line: &str) {
-    eprintln!("[lab timing] {line}");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("lab-timings.txt"))
-    {
-        let _ = writeln!(f, "{line}");
-    }
-}
-
 /// A converged lab on the Kubernetes datastore; None: skipped.
 fn up(test: &str, prefix: &str, nodes: usize, tune: impl FnOnce(&mut LabSpec)) -> Option<Lab> {
-    if let Err(reason) = tern_interop::lab_available() {
-        tern_interop::skip_or_fail(test, &reason);
-        return None;
-    }
-    if !tern_interop::have_program("bird") {
-        tern_interop::skip_or_fail(test, "bird is not installed");
+    if !available(test, &["bird"]) {
         return None;
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(test);
@@ -55,29 +41,12 @@ fn up(test: &str, prefix: &str, nodes: usize, tune: impl FnOnce(&mut LabSpec)) -
     };
     tune(&mut spec);
     let lab = Lab::up(spec).unwrap_or_else(|e| panic!("{test}: {e}"));
-    match lab.wait_converged(Duration::from_secs(60)) {
-        Ok(t) => record(&format!(
-            "{test}: {nodes} nodes on the Kubernetes datastore converged {:.1} s after start",
-            t.as_secs_f64()
-        )),
-        Err(e) => fail(&lab, &format!("{e}")),
-    }
+    converged(
+        test,
+        &lab,
+        &format!("{nodes} nodes on the Kubernetes datastore"),
+    );
     Some(lab)
-}
-
-/// Panics with `msg` and the end of every tern log.
-fn fail(lab: &Lab, msg: &str) -> ! {
-    let mut logs = String::new();
-    for n in lab.nodes() {
-        let log = lab.tern_log(n.index);
-        let tail: Vec<&str> = log.lines().rev().take(20).collect();
-        logs.push_str(&format!("--- {} log (last lines) ---\n", n.name));
-        for l in tail.into_iter().rev() {
-            logs.push_str(l);
-            logs.push('\n');
-        }
-    }
-    panic!("{msg}\n{logs}");
 }
 
 /// Polls `ok` every 20 ms until it holds; returns how long that took.

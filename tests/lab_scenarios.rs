@@ -11,27 +11,18 @@
 
 #![cfg(target_os = "linux")]
 
-use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tern_interop::lab::{self, probe, Lab, LabSpec, Topology};
 use tern_interop::peers::{cli_at, wait_for, Kind};
 
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
+#[path = "support/lab.rs"]
+mod lab_support;
 
-/// Records a scenario's timing line (printed, and kept for test.sh's summary).
-fn record(line: &str) {
-    eprintln!("[lab timing] {line}");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("lab-timings.txt"))
-    {
-        let _ = writeln!(f, "{line}");
-    }
-}
+use lab_support::{available, converged, fail, record};
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 /// Builds a lab (namespace prefix `prefix`) once the programs it needs are here, and
 /// waits for it to converge. None: skipped (the reason is printed).
@@ -42,15 +33,8 @@ fn up(
     needs: &[&str],
     tune: impl FnOnce(&mut LabSpec),
 ) -> Option<(Lab, tempfile::TempDir)> {
-    if let Err(reason) = tern_interop::lab_available() {
-        tern_interop::skip_or_fail(test, &reason);
+    if !available(test, needs) {
         return None;
-    }
-    for p in needs {
-        if !tern_interop::have_program(p) {
-            tern_interop::skip_or_fail(test, &format!("{p} is not installed"));
-            return None;
-        }
     }
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut spec = LabSpec::new(prefix, tmp.path(), Path::new(TERN), nodes);
@@ -61,30 +45,8 @@ fn up(
         // A lab that cannot converge (mismatched passwords): the test looks itself.
         return Some((lab, tmp));
     }
-    match lab.wait_converged(Duration::from_secs(60)) {
-        Ok(t) => record(&format!(
-            "{test}: {} nodes converged {:.1} s after start",
-            nodes,
-            t.as_secs_f64()
-        )),
-        Err(e) => fail(&lab, &format!("{e}")),
-    }
+    converged(test, &lab, &format!("{nodes} nodes"));
     Some((lab, tmp))
-}
-
-/// Panics with `msg` and the end of every tern log.
-fn fail(lab: &Lab, msg: &str) -> ! {
-    let mut logs = String::new();
-    for n in lab.nodes() {
-        let log = lab.tern_log(n.index);
-        let tail: Vec<&str> = log.lines().rev().take(25).collect();
-        logs.push_str(&format!("--- {} log (last lines) ---\n", n.name));
-        for l in tail.into_iter().rev() {
-            logs.push_str(l);
-            logs.push('\n');
-        }
-    }
-    panic!("{msg}\n{logs}");
 }
 
 /// Every pod pings every other pod; all must answer.

@@ -417,6 +417,22 @@ impl Lab {
             .unwrap_or_default()
     }
 
+    /// The last `lines` lines of every node's tern log, each under a `--- node log
+    /// (last lines) ---` header: what a failed lab test shows.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut out = String::new();
+        for n in &self.nodes {
+            let log = self.tern_log(n.index);
+            let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+            out.push_str(&format!("--- {} log (last lines) ---\n", n.name));
+            for l in tail.into_iter().rev() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     /// Runs `tern ARGS --socket <node's socket>`; (exit code, stdout + stderr).
     pub fn tern_cli(&self, index: usize, args: &[&str]) -> (i32, String) {
         match self.node(index) {
