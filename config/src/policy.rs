@@ -18,6 +18,8 @@
 //! BIRD's filter functions do. See docs/policy.md for the conformance table.
 
 #[cfg(test)]
+mod bird_tests;
+#[cfg(test)]
 mod tests;
 
 use tern_bgp::policy::{

@@ -94,7 +94,7 @@ spec:
     - {cidr: 198.18.4.0/26, matchOperator: Equal, action: Reject}
 "#;
 
-fn node_a() -> Intent {
+pub(super) fn node_a() -> Intent {
     let (c, _) = Cluster::from_documents(&[Document {
         origin: "cluster.yaml".into(),
         text: CLUSTER.into(),
