@@ -5,27 +5,27 @@
 //! ([`super::core::Speaker`]) applies their answers to the RIB and turns them into
 //! outputs; nothing here reads a clock or touches a route.
 //!
-//! Helper side, per peer (`gen` counts restarts; a timer carries the `gen` it was set
-//! for and does nothing once the peer has moved on):
+//! Helper side, per peer. `gen` counts the peer's restarts; its restart timer carries
+//! the `gen` it was armed for and does nothing once the peer has moved on.
 //!
 //! ```text
-//!                 session up (capability kept for the next Down)
-//!        +--------------------------------------------------+
-//!        v                                                  |
-//!   +---------+  Down: connection lost, GR capability,  +-----------------+
-//!   | Normal  |  session was up: mark stale, gen += 1,  | Restarting(gen) |
-//!   | (no     | --------------------------------------> | stale: families |
-//!   |  stale) |  timer restart(gen) at now + restart    | of capability   |
-//!   +---------+                                         +-----------------+
-//!      ^   ^     Down any other way: routes dropped        |   |   |    |
-//!      |   +---- (NOTIFICATION, stop, prefix limit)        |   |   |    | Down before
-//!      |                                                   |   |   |    | it came up:
-//!      |   End-of-RIB for the last stale family: sweep it  |   |   |    | stays (same
-//!      +---------------------------------------------------+   |   |    | gen, timer)
-//!      |   timer restart(gen) of the current gen: sweep all    |   |    +----+
-//!      +-------------------------------------------------------+   |
-//!      |   up again without F bit for a family: sweep that family  |
-//!      +-----------------------------------------------------------+
+//!              Down: connection lost, the peer announced graceful restart and
+//!              the session had come up: its routes are marked stale (families
+//!              its capability lists; the others go now), gen += 1, timer
+//!              restart(gen) armed for its restart time
+//!   +---------+ -------------------------------------------------> +--------------+
+//!   | Normal  |                                                    | Restarting   |
+//!   | nothing |  End-of-RIB for the last stale family: sweep it    | stale: fams  |
+//!   | stale   | <------------------------------------------------- | timer: gen   |
+//!   +---------+  timer restart(gen), current gen: sweep them all   +--------------+
+//!     |    ^     up again, no F bit for any stale family: sweep     |  |  ^  |  ^
+//!     |    |     Down another way after coming up: drop them all    |  |  |  |  |
+//!     +----+                                                        |  +--+  +--+
+//!   Down any other way (NOTIFICATION,              up again: families without the F
+//!   stop, prefix limit): routes dropped            bit swept, the rest wait for their
+//!                                                  End-of-RIB; Down before it came up
+//!                                                  again: same gen, same timer; lost
+//!                                                  again after coming up: gen += 1
 //! ```
 //!
 //! Our own restart (only when started with `restarting`):
