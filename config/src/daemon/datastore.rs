@@ -58,29 +58,14 @@ pub(super) fn resolve(
         _ => "datastore.type".to_string(),
     };
     sources.push(("datastore.type".into(), source));
-    // Fields of another type are mistakes: say which type they belong to.
-    let only = |present: bool, field: &str, types: &str| -> Result<(), ConfigError> {
-        if present {
-            return Err(err(field, format!("only for type {types}, not {kind}")));
+    if ["file", "etcdv3", "kubernetes"].contains(&kind.as_str()) {
+        // Fields of another type are mistakes: say which type they belong to.
+        if let Some((field, owner)) = foreign_field(&raw, &kind) {
+            return Err(err(field, format!("only for type {owner}, not {kind}")));
         }
-        Ok(())
-    };
+    }
     match kind.as_str() {
         "file" => {
-            only(raw.endpoints.is_some(), "datastore.endpoints", "etcdv3")?;
-            only(raw.tls.is_some(), "datastore.tls", "etcdv3")?;
-            only(raw.username.is_some(), "datastore.username", "etcdv3")?;
-            only(
-                raw.password_file.is_some(),
-                "datastore.password_file",
-                "etcdv3",
-            )?;
-            only(
-                raw.kubeconfig.is_some(),
-                "datastore.kubeconfig",
-                "kubernetes",
-            )?;
-            only(raw.namespace.is_some(), "datastore.namespace", "kubernetes")?;
             let (path, source) = match raw.path {
                 Some(p) => (p, Source::File),
                 None => (PathBuf::from(DEFAULT_PATH), Source::Default),
@@ -88,26 +73,8 @@ pub(super) fn resolve(
             sources.push(("datastore.path".into(), source));
             Ok(Datastore::File { path })
         }
-        "etcdv3" => {
-            only(raw.path.is_some(), "datastore.path", "file")?;
-            only(
-                raw.kubeconfig.is_some(),
-                "datastore.kubeconfig",
-                "kubernetes",
-            )?;
-            only(raw.namespace.is_some(), "datastore.namespace", "kubernetes")?;
-            etcd(raw, env, file, sources)
-        }
+        "etcdv3" => etcd(raw, env, file, sources),
         "kubernetes" => {
-            only(raw.path.is_some(), "datastore.path", "file")?;
-            only(raw.endpoints.is_some(), "datastore.endpoints", "etcdv3")?;
-            only(raw.tls.is_some(), "datastore.tls", "etcdv3")?;
-            only(raw.username.is_some(), "datastore.username", "etcdv3")?;
-            only(
-                raw.password_file.is_some(),
-                "datastore.password_file",
-                "etcdv3",
-            )?;
             let kubeconfig = pick(raw.kubeconfig, env, env::KUBECONFIG, PathBuf::from);
             let namespace = pick(raw.namespace, env, env::NAMESPACE, |v| v.trim().to_string());
             match &kubeconfig {
@@ -129,6 +96,32 @@ pub(super) fn resolve(
             format!("{other:?} is not a datastore; use file, etcdv3 or kubernetes"),
         )),
     }
+}
+
+/// The first field `raw` sets that belongs to a datastore type other than `kind`, with
+/// that type.
+fn foreign_field(raw: &RawDatastore, kind: &str) -> Option<(&'static str, &'static str)> {
+    let fields = [
+        ("datastore.path", raw.path.is_some(), "file"),
+        ("datastore.endpoints", raw.endpoints.is_some(), "etcdv3"),
+        ("datastore.tls", raw.tls.is_some(), "etcdv3"),
+        ("datastore.username", raw.username.is_some(), "etcdv3"),
+        (
+            "datastore.password_file",
+            raw.password_file.is_some(),
+            "etcdv3",
+        ),
+        (
+            "datastore.kubeconfig",
+            raw.kubeconfig.is_some(),
+            "kubernetes",
+        ),
+        ("datastore.namespace", raw.namespace.is_some(), "kubernetes"),
+    ];
+    fields
+        .into_iter()
+        .find(|(_, set, owner)| *set && *owner != kind)
+        .map(|(field, _, owner)| (field, owner))
 }
 
 /// The etcd settings: endpoints, TLS files, user and password.
