@@ -252,11 +252,6 @@ impl Speaker {
             .map(|o| o.rib.iter().map(|(n, e)| (*n, e.clone())).collect())
     }
 
-    /// The configured peers' addresses.
-    pub fn peers(&self) -> impl Iterator<Item = IpAddr> + '_ {
-        self.peers.keys().copied()
-    }
-
     fn own_changed(&mut self) {
         self.own = peer::own_addresses(&self.cfg.router_id, self.peers.values().map(|p| &p.cfg));
     }
