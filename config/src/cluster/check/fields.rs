@@ -27,20 +27,31 @@ where
     }
 }
 
-pub(super) fn asn_field(
+/// An optional field read with `parse`; an error names `field`.
+fn value_field<T: ?Sized, U>(
     d: &RawDoc,
     field: &str,
-    v: &Option<model::AsNumber>,
+    v: Option<&T>,
+    parse: impl FnOnce(&T) -> Result<U, String>,
     errors: &mut Vec<ConfigError>,
-) -> Option<u32> {
-    let v = v.as_ref()?;
-    match values::asn(v) {
+) -> Option<U> {
+    match parse(v?) {
         Ok(n) => Some(n),
         Err(r) => {
             errors.push(d.error(field, r));
             None
         }
     }
+}
+
+/// An AS number (plain or `a.b`).
+pub(super) fn asn_field(
+    d: &RawDoc,
+    field: &str,
+    v: &Option<model::AsNumber>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<u32> {
+    value_field(d, field, v.as_ref(), values::asn, errors)
 }
 
 /// A hold time and keepalive (fields named as given): hold 0 or 3 s to 65535 s, the
@@ -82,20 +93,14 @@ pub(super) fn timers(
     (hold, keepalive)
 }
 
+/// A duration such as `90s` or `1m30s`.
 pub(super) fn duration_field(
     d: &RawDoc,
     field: &str,
     v: &Option<String>,
     errors: &mut Vec<ConfigError>,
-) -> Option<std::time::Duration> {
-    let v = v.as_ref()?;
-    match values::duration(v) {
-        Ok(t) => Some(t),
-        Err(r) => {
-            errors.push(d.error(field, r));
-            None
-        }
-    }
+) -> Option<Duration> {
+    value_field(d, field, v.as_deref(), values::duration, errors)
 }
 
 /// A graceful-restart time: the capability carries it in 12 bits, so at most 4095 s.
