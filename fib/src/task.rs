@@ -68,7 +68,10 @@ impl Backend for crate::windows::WindowsFib {
 pub enum Routes {
     /// Wanted routes changed: `None` means the prefix is no longer wanted.
     Want(Vec<(IpNet, Option<Route>)>),
-    /// The source's table is complete: the restart grace is over.
+    /// The source's table is complete: the restart grace is over. The task keeps no
+    /// timer of its own: the source bounds the wait (the speaker's selection deferral
+    /// timer, at most 30 s), and a second clock would only remove routes a slow
+    /// restart is about to re-learn.
     Converged,
 }
 

@@ -196,4 +196,36 @@ mod tests {
         assert_eq!(f.reshape(&route(true)), Some(route(false)));
         assert_eq!(f.reshape(&route(false)), None);
     }
+
+    #[test]
+    fn the_intents_own_prefixes_are_left_out_once_published() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/examples/mesh/cluster.yaml"
+        ))
+        .unwrap();
+        let mut t = tern_config::tracker::Tracker::new("node-a");
+        let doc = tern_config::datastore::Document {
+            origin: "cluster.yaml".into(),
+            text,
+        };
+        t.apply(&[doc], 1).unwrap();
+        let intent = t.current().cloned().unwrap();
+        let own = *intent.originated.keys().next().unwrap();
+        let other: IpNet = "198.18.250.0/26".parse().unwrap();
+        let gone = |p: IpNet| tern_bgp::rib::BestChange {
+            prefix: p,
+            now: None,
+        };
+        let (tx, rx) = watch::channel(None);
+        let mut f = RibFilter::new(rx, 254, true);
+        let both = || RibNews::Changes(vec![gone(own), gone(other)]);
+        assert_eq!(
+            f.filter(both()),
+            Routes::Want(vec![(own, None), (other, None)]),
+            "no intent yet: nothing is own"
+        );
+        tx.send_replace(Some(Arc::new(intent)));
+        assert_eq!(f.filter(both()), Routes::Want(vec![(other, None)]));
+    }
 }
