@@ -369,7 +369,7 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
         diag["findings"].as_array().map(|f| f.len()) == Some(0)
     })
     .unwrap_or_else(|e| panic!("{e}: {diag}"));
-    // Ready once every peer is up and the restart grace (5 s of all peers up) is over.
+    // Ready once every peer is up and the restart grace is over (the speaker converged).
     wait_for("ready", Duration::from_secs(20), || {
         a.cli(&["health", "--ready"]).0 == 0
     })
