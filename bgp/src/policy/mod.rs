@@ -115,7 +115,7 @@ pub enum Condition {
     /// Where the route comes from.
     Source(RouteSource),
     /// The route's outgoing interface matches a BIRD shell pattern (`cali*`,
-    /// `*.calico`); a route without an interface does not match.
+    /// `*.calico`); a route without an interface has the empty name, as in BIRD.
     Interface(String),
     /// The route carries this standard community (after earlier modifications).
     Community(Community),
@@ -308,7 +308,9 @@ impl State<'_> {
                 hit != *negate
             }
             Condition::Source(s) => f.source == *s,
-            Condition::Interface(p) => f.interface.is_some_and(|i| interface_matches(p, i)),
+            // BIRD's `ifname` is always defined: empty for a route without an
+            // interface (a blackhole), so only a pattern such as `*` matches it.
+            Condition::Interface(p) => interface_matches(p, f.interface.unwrap_or("")),
             Condition::Community(c) => self.has_community(*c),
             Condition::LargeCommunity(c) => self.has_large(*c),
             Condition::AsPathPrefix(asns) => {

@@ -145,6 +145,23 @@ fn source_interface_and_peer_type() {
 }
 
 #[test]
+fn a_route_without_interface_has_birds_empty_name() {
+    let attrs = PathAttributes::default();
+    let f = facts("198.51.100.0/24", RouteSource::Originated, &attrs);
+    let hit = |p: &str| {
+        program(
+            vec![stmt(vec![Condition::Interface(p.into())], Action::Accept)],
+            Decision::Reject,
+        )
+        .evaluate(&f)
+        .accepted()
+    };
+    assert!(hit("*"));
+    assert!(!hit("cali*"));
+    assert!(!hit("?*"));
+}
+
+#[test]
 fn interface_patterns_are_shell_patterns() {
     for (p, n, want) in [
         ("cali*", "cali1234", true),

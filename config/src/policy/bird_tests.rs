@@ -235,6 +235,7 @@ fn random_condition(rng: &mut Rng) -> Condition {
         }
         3 => Condition::Community(rng.pick(&communities())),
         4 => Condition::LargeCommunity(LARGE),
+        5 if rng.below(4) == 0 => Condition::Interface(rng.pick(&["*", "cali*", "?*"]).into()),
         5 => Condition::AsPathPrefix(rng.pick(&[vec![65001], vec![65002], vec![65001, 65002]])),
         _ => Condition::Source(rng.pick(&[RouteSource::Originated, RouteSource::Bgp])),
     }
@@ -434,6 +435,18 @@ fn bird_keeps_exactly_the_routes_the_programs_accept() {
             p
         })
         .collect();
+    // BIRD's `ifname` of a blackhole is defined and empty.
+    for pattern in ["*", "cali*"] {
+        programs.push(Program {
+            statements: vec![Statement {
+                label: format!("interface {pattern}"),
+                conditions: vec![Condition::Interface(pattern.into())],
+                modifications: Vec::new(),
+                action: Action::Accept,
+            }],
+            default: Decision::Reject,
+        });
+    }
     programs.extend((0..80).map(|_| random_program(&mut rng)));
     let mut routes = random_routes(&mut rng);
     // The cluster's own prefixes, so Calico's statements are all reached.
