@@ -10,6 +10,115 @@ use super::{bar_chart, colour, line_chart, Bar, Group, Marker, Panel, Series};
 /// no routing at all) is left out of the pictures.
 const ORDER: [&str; 4] = ["tern", "bird", "frr", "gobgp"];
 
+/// One bar chart of a bench file: which figures (key, group label) it draws, in which
+/// unit, and which scenarios it leaves out.
+struct BarSpec {
+    file: &'static str,
+    title: &'static str,
+    /// What is measured, before the common part of the subtitle.
+    what: &'static str,
+    keys: &'static [(&'static str, &'static str)],
+    unit: &'static str,
+    skip: fn(&str) -> bool,
+}
+
+/// Restarts and churn are no loads of a table.
+fn not_loads(sc: &str) -> bool {
+    sc.starts_with("restart") || sc.starts_with("churn")
+}
+
+/// The bar charts, in the order they are written.
+const BARS: [BarSpec; 3] = [
+    BarSpec {
+        file: "bench-time.svg",
+        title: "Time to the RIB and to the kernel FIB",
+        what: "from the first UPDATE sent; GoBGP installs no FIB routes (n/a)",
+        keys: &[
+            ("converge_s", "RIB"),
+            ("fib_s", "FIB"),
+            ("withdraw_fib_s", "withdrawn (FIB)"),
+        ],
+        unit: "seconds",
+        skip: not_loads,
+    },
+    BarSpec {
+        file: "bench-cpu.svg",
+        title: "CPU to take in the table",
+        what: "user + system, all the daemon's processes",
+        keys: &[("cpu_s", "CPU s to the table")],
+        unit: "CPU seconds",
+        skip: not_loads,
+    },
+    BarSpec {
+        file: "bench-rss.svg",
+        title: "Peak memory (RSS) with the table in",
+        what: "VmHWM of all the daemon's processes; here tern is behind BIRD",
+        keys: &[("peak_rss_mb", "peak RSS")],
+        unit: "MB",
+        skip: |sc| sc.starts_with("restart"),
+    },
+];
+
+/// The `summary` object of a bench file and the daemons it holds figures of.
+struct Summary<'a> {
+    summary: &'a serde_json::Map<String, Value>,
+    daemons: Vec<String>,
+}
+
+impl Summary<'_> {
+    /// (median, min, max) of figure `k` of daemon `d` in scenario `sc`.
+    fn figure(&self, sc: &str, d: &str, k: &str) -> Option<(f64, f64, f64)> {
+        let st = self.summary.get(sc)?.get(d)?.get(k)?;
+        Some((
+            st.get("median")?.as_f64()?,
+            st.get("min")?.as_f64()?,
+            st.get("max")?.as_f64()?,
+        ))
+    }
+
+    /// One panel per scenario that has any of the figures `keys`.
+    fn panels(&self, keys: &[(&str, &str)], unit: &str, skip: fn(&str) -> bool) -> Vec<Panel> {
+        self.summary
+            .keys()
+            .filter(|sc| !skip(sc))
+            .filter(|sc| {
+                keys.iter()
+                    .any(|(k, _)| self.daemons.iter().any(|d| self.figure(sc, d, k).is_some()))
+            })
+            .map(|sc| Panel {
+                title: scenario_title(sc),
+                unit: unit.into(),
+                groups: keys
+                    .iter()
+                    .map(|(k, label)| Group {
+                        label: (*label).into(),
+                        bars: self
+                            .daemons
+                            .iter()
+                            .map(|d| Bar {
+                                series: d.clone(),
+                                value: self.figure(sc, d, k),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The most runs behind any scenario's median.
+    fn reps(&self) -> u64 {
+        let runs = |sc: &Value| {
+            sc.get("tern")
+                .and_then(|t| t.get("converge_s").or_else(|| t.get("restart_converge_s")))
+                .and_then(|s| s.get("runs"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        self.summary.values().map(runs).max().unwrap_or(0)
+    }
+}
+
 /// The charts of a bench file: `(file name, SVG)`, or why there are none.
 pub fn charts(doc: &Value, machine: &str) -> Result<Vec<(String, String)>, String> {
     let summary = doc
@@ -21,100 +130,21 @@ pub fn charts(doc: &Value, machine: &str) -> Result<Vec<(String, String)>, Strin
         .filter(|d| summary.values().any(|s| s.get(**d).is_some()))
         .map(|d| d.to_string())
         .collect();
-    let figure = |sc: &str, d: &str, k: &str| -> Option<(f64, f64, f64)> {
-        let st = summary.get(sc)?.get(d)?.get(k)?;
-        Some((
-            st.get("median")?.as_f64()?,
-            st.get("min")?.as_f64()?,
-            st.get("max")?.as_f64()?,
-        ))
-    };
-    let panels = |keys: &[(&str, &str)], unit: &str, skip: fn(&str) -> bool| -> Vec<Panel> {
-        summary
-            .keys()
-            .filter(|sc| !skip(sc))
-            .filter(|sc| {
-                keys.iter()
-                    .any(|(k, _)| daemons.iter().any(|d| figure(sc, d, k).is_some()))
-            })
-            .map(|sc| Panel {
-                title: scenario_title(sc),
-                unit: unit.into(),
-                groups: keys
-                    .iter()
-                    .map(|(k, label)| Group {
-                        label: (*label).into(),
-                        bars: daemons
-                            .iter()
-                            .map(|d| Bar {
-                                series: d.clone(),
-                                value: figure(sc, d, k),
-                            })
-                            .collect(),
-                    })
-                    .collect(),
-            })
-            .collect()
-    };
-    let not_loads = |sc: &str| sc.starts_with("restart") || sc.starts_with("churn");
-    let runs = |sc: &str| {
-        summary
-            .get(sc)
-            .and_then(|s| s.get("tern"))
-            .and_then(|t| t.get("converge_s").or_else(|| t.get("restart_converge_s")))
-            .and_then(|s| s.get("runs"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    let reps = summary.keys().map(|s| runs(s)).max().unwrap_or(0);
-    let sub = |what: &str| {
-        format!("{what}; median of {reps} run(s), whiskers min–max; lower is better.\n{machine}")
-    };
+    let summary = Summary { summary, daemons };
+    let reps = summary.reps();
     let mut out = Vec::new();
-    let time = panels(
-        &[
-            ("converge_s", "RIB"),
-            ("fib_s", "FIB"),
-            ("withdraw_fib_s", "withdrawn (FIB)"),
-        ],
-        "seconds",
-        not_loads,
-    );
-    if !time.is_empty() {
+    for bar in &BARS {
+        let panels = summary.panels(bar.keys, bar.unit, bar.skip);
+        if panels.is_empty() {
+            continue;
+        }
+        let sub = format!(
+            "{}; median of {reps} run(s), whiskers min–max; lower is better.\n{machine}",
+            bar.what
+        );
         out.push((
-            "bench-time.svg".to_string(),
-            bar_chart(
-                "Time to the RIB and to the kernel FIB",
-                &sub("from the first UPDATE sent; GoBGP installs no FIB routes (n/a)"),
-                &daemons,
-                &time,
-            ),
-        ));
-    }
-    let cpu = panels(&[("cpu_s", "CPU s to the table")], "CPU seconds", not_loads);
-    if !cpu.is_empty() {
-        out.push((
-            "bench-cpu.svg".to_string(),
-            bar_chart(
-                "CPU to take in the table",
-                &sub("user + system, all the daemon's processes"),
-                &daemons,
-                &cpu,
-            ),
-        ));
-    }
-    let rss = panels(&[("peak_rss_mb", "peak RSS")], "MB", |sc| {
-        sc.starts_with("restart")
-    });
-    if !rss.is_empty() {
-        out.push((
-            "bench-rss.svg".to_string(),
-            bar_chart(
-                "Peak memory (RSS) with the table in",
-                &sub("VmHWM of all the daemon's processes; here tern is behind BIRD"),
-                &daemons,
-                &rss,
-            ),
+            bar.file.to_string(),
+            bar_chart(bar.title, &sub, &summary.daemons, &panels),
         ));
     }
     if let Some(svg) = restart_timeline(doc, machine) {

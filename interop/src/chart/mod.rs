@@ -295,32 +295,7 @@ pub fn line_chart(
             "#374151",
         );
     }
-    // Round x ticks: the step of ticks(range), from the first multiple of it.
-    let xt = ticks(x_hi - x_lo);
-    let step = xt.get(1).copied().unwrap_or(1.0);
-    let first = (x_lo / step).ceil() as i64;
-    for k in first.. {
-        let x = k as f64 * step;
-        if x > x_hi + 1e-9 {
-            break;
-        }
-        let x = if x.abs() < 1e-9 { 0.0 } else { x };
-        s.line(
-            (px(x), bottom),
-            (px(x), bottom + 4.0),
-            "#374151",
-            1.0,
-            false,
-        );
-        s.text(
-            px(x),
-            bottom + 16.0,
-            &label(x),
-            10.0,
-            Anchor::Middle,
-            "#374151",
-        );
-    }
+    x_ticks(&mut s, (x_lo, x_hi), bottom, &px);
     s.line((left, bottom), (right, bottom), "#374151", 1.0, false);
     s.line((left, top), (left, bottom), "#374151", 1.0, false);
     s.text(
@@ -348,6 +323,42 @@ pub fn line_chart(
         let p: Vec<(f64, f64)> = line.points.iter().map(|(x, y)| (px(*x), py(*y))).collect();
         s.polyline(&p, &line.colour, 2.0);
     }
+    series_legend(&mut s, series, left, h);
+    s.finish()
+}
+
+/// Round x ticks under the plot: the step of ticks(range), from the first multiple of
+/// it; `px` maps x to the picture.
+fn x_ticks(s: &mut Svg, (x_lo, x_hi): (f64, f64), bottom: f64, px: &dyn Fn(f64) -> f64) {
+    let xt = ticks(x_hi - x_lo);
+    let step = xt.get(1).copied().unwrap_or(1.0);
+    let first = (x_lo / step).ceil() as i64;
+    for k in first.. {
+        let x = k as f64 * step;
+        if x > x_hi + 1e-9 {
+            break;
+        }
+        let x = if x.abs() < 1e-9 { 0.0 } else { x };
+        s.line(
+            (px(x), bottom),
+            (px(x), bottom + 4.0),
+            "#374151",
+            1.0,
+            false,
+        );
+        s.text(
+            px(x),
+            bottom + 16.0,
+            &label(x),
+            10.0,
+            Anchor::Middle,
+            "#374151",
+        );
+    }
+}
+
+/// One coloured square and name per series, along the bottom.
+fn series_legend(s: &mut Svg, series: &[Series], left: f64, h: f64) {
     let mut lx = left;
     for line in series {
         s.rect(lx, h - 26.0, 12.0, 12.0, &line.colour);
@@ -361,7 +372,6 @@ pub fn line_chart(
         );
         lx += 30.0 + 7.0 * line.name.len() as f64;
     }
-    s.finish()
 }
 
 /// Writes `files` (name, SVG) into `dir`; returns the paths written.

@@ -28,133 +28,146 @@ fn tor_neighbours(spec: &LabSpec) -> Vec<(String, bool, String)> {
 /// its CLI after it starts: see [`gobgp_announcements`].
 pub fn tor_config(kind: Kind, spec: &LabSpec) -> String {
     let peers = tor_neighbours(spec);
-    let mut c = String::new();
     match kind {
-        Kind::Bird => {
-            let _ = writeln!(
-                c,
-                "log stderr all;\nrouter id {TOR_V4};\nprotocol device {{ }}\n\
-                 protocol static {{ ipv4; route {TOR_PREFIX_V4} blackhole; }}"
-            );
-            if spec.ipv6 {
-                let _ = writeln!(
-                    c,
-                    "protocol static {{ ipv6; route {TOR_PREFIX_V6} blackhole; }}"
-                );
-            }
-            let (ca, cb) = TOR_COMMUNITY.split_once(':').unwrap_or(("65001", "100"));
-            let large: Vec<&str> = TOR_LARGE_COMMUNITY.split(':').collect();
-            let _ = writeln!(
-                c,
-                "filter tagged {{ if source = RTS_STATIC then {{ \
-                 bgp_community.add(({ca},{cb})); bgp_large_community.add(({})); accept; }} reject; }}",
-                large.join(",")
-            );
-            let _ = writeln!(
-                c,
-                "template bgp node {{ local as {TOR_AS}; hold time 9; keepalive time 3; \
-                 connect retry time 1; error wait time 1,4; graceful restart on;{}{} }}",
-                spec.tor_peer_password
-                    .as_ref()
-                    .map(|p| format!(" password \"{p}\";"))
-                    .unwrap_or_default(),
-                if spec.tor_ttl_security {
-                    " ttl security on;"
-                } else {
-                    ""
-                }
-            );
-            for (addr, v6, name) in &peers {
-                let fam = if *v6 { "ipv6" } else { "ipv4" };
-                let _ = writeln!(
-                    c,
-                    "protocol bgp {name} from node {{ neighbor {addr} as {CLUSTER_AS}; \
-                     {fam} {{ import all; export filter tagged; }}; }}"
-                );
-            }
+        Kind::Bird => bird_tor(spec, &peers),
+        Kind::Frr => frr_tor(spec, &peers),
+        Kind::Gobgp => gobgp_tor(spec, &peers),
+    }
+}
+
+/// A BIRD 2 ToR: static routes tagged with the ToR's communities, a session per node.
+fn bird_tor(spec: &LabSpec, peers: &[(String, bool, String)]) -> String {
+    let mut c = String::new();
+    let _ = writeln!(
+        c,
+        "log stderr all;\nrouter id {TOR_V4};\nprotocol device {{ }}\n\
+         protocol static {{ ipv4; route {TOR_PREFIX_V4} blackhole; }}"
+    );
+    if spec.ipv6 {
+        let _ = writeln!(
+            c,
+            "protocol static {{ ipv6; route {TOR_PREFIX_V6} blackhole; }}"
+        );
+    }
+    let (ca, cb) = TOR_COMMUNITY.split_once(':').unwrap_or(("65001", "100"));
+    let large: Vec<&str> = TOR_LARGE_COMMUNITY.split(':').collect();
+    let _ = writeln!(
+        c,
+        "filter tagged {{ if source = RTS_STATIC then {{ \
+         bgp_community.add(({ca},{cb})); bgp_large_community.add(({})); accept; }} reject; }}",
+        large.join(",")
+    );
+    let _ = writeln!(
+        c,
+        "template bgp node {{ local as {TOR_AS}; hold time 9; keepalive time 3; \
+         connect retry time 1; error wait time 1,4; graceful restart on;{}{} }}",
+        spec.tor_peer_password
+            .as_ref()
+            .map(|p| format!(" password \"{p}\";"))
+            .unwrap_or_default(),
+        if spec.tor_ttl_security {
+            " ttl security on;"
+        } else {
+            ""
         }
-        Kind::Frr => {
-            let _ = writeln!(
-                c,
-                "frr defaults traditional\nhostname tor\nlog stdout\nrouter bgp {TOR_AS}\n \
-                 bgp router-id {TOR_V4}\n no bgp ebgp-requires-policy\n \
-                 no bgp network import-check\n no bgp default ipv4-unicast\n \
-                 bgp graceful-restart\n timers bgp 3 9"
-            );
-            for (addr, _, _) in &peers {
-                let _ = writeln!(
-                    c,
-                    " neighbor {addr} remote-as {CLUSTER_AS}\n neighbor {addr} timers connect 1"
-                );
-                if let Some(p) = &spec.tor_peer_password {
-                    let _ = writeln!(c, " neighbor {addr} password {p}");
-                }
-                if spec.tor_ttl_security {
-                    let _ = writeln!(c, " neighbor {addr} ttl-security hops 1");
-                }
-            }
-            let _ = writeln!(
-                c,
-                " address-family ipv4 unicast\n  network {TOR_PREFIX_V4} route-map tagged"
-            );
-            for (addr, _, _) in peers.iter().filter(|p| !p.1) {
-                let _ = writeln!(c, "  neighbor {addr} activate");
-            }
-            c.push_str(" exit-address-family\n");
-            if spec.ipv6 {
-                let _ = writeln!(
-                    c,
-                    " address-family ipv6 unicast\n  network {TOR_PREFIX_V6} route-map tagged"
-                );
-                for (addr, _, _) in peers.iter().filter(|p| p.1) {
-                    let _ = writeln!(c, "  neighbor {addr} activate");
-                }
-                c.push_str(" exit-address-family\n");
-            }
-            let _ = writeln!(
-                c,
-                "route-map tagged permit 10\n set community {TOR_COMMUNITY} additive\n \
-                 set large-community {TOR_LARGE_COMMUNITY} additive"
+    );
+    for (addr, v6, name) in peers {
+        let fam = if *v6 { "ipv6" } else { "ipv4" };
+        let _ = writeln!(
+            c,
+            "protocol bgp {name} from node {{ neighbor {addr} as {CLUSTER_AS}; \
+             {fam} {{ import all; export filter tagged; }}; }}"
+        );
+    }
+    c
+}
+
+/// An FRR ToR: one `router bgp`, both families, a route-map that tags.
+fn frr_tor(spec: &LabSpec, peers: &[(String, bool, String)]) -> String {
+    let mut c = String::new();
+    let _ = writeln!(
+        c,
+        "frr defaults traditional\nhostname tor\nlog stdout\nrouter bgp {TOR_AS}\n \
+         bgp router-id {TOR_V4}\n no bgp ebgp-requires-policy\n \
+         no bgp network import-check\n no bgp default ipv4-unicast\n \
+         bgp graceful-restart\n timers bgp 3 9"
+    );
+    for (addr, _, _) in peers {
+        let _ = writeln!(
+            c,
+            " neighbor {addr} remote-as {CLUSTER_AS}\n neighbor {addr} timers connect 1"
+        );
+        if let Some(p) = &spec.tor_peer_password {
+            let _ = writeln!(c, " neighbor {addr} password {p}");
+        }
+        if spec.tor_ttl_security {
+            let _ = writeln!(c, " neighbor {addr} ttl-security hops 1");
+        }
+    }
+    let _ = writeln!(
+        c,
+        " address-family ipv4 unicast\n  network {TOR_PREFIX_V4} route-map tagged"
+    );
+    for (addr, _, _) in peers.iter().filter(|p| !p.1) {
+        let _ = writeln!(c, "  neighbor {addr} activate");
+    }
+    c.push_str(" exit-address-family\n");
+    if spec.ipv6 {
+        let _ = writeln!(
+            c,
+            " address-family ipv6 unicast\n  network {TOR_PREFIX_V6} route-map tagged"
+        );
+        for (addr, _, _) in peers.iter().filter(|p| p.1) {
+            let _ = writeln!(c, "  neighbor {addr} activate");
+        }
+        c.push_str(" exit-address-family\n");
+    }
+    let _ = writeln!(
+        c,
+        "route-map tagged permit 10\n set community {TOR_COMMUNITY} additive\n \
+         set large-community {TOR_LARGE_COMMUNITY} additive"
+    );
+    c
+}
+
+/// A GoBGP ToR (TOML); its routes come through the CLI, see [`gobgp_announcements`].
+fn gobgp_tor(spec: &LabSpec, peers: &[(String, bool, String)]) -> String {
+    let mut c = String::new();
+    let _ = writeln!(
+        c,
+        "[global.config]\n  as = {TOR_AS}\n  router-id = \"{TOR_V4}\"\n  \
+         local-address-list = [\"{TOR_V4}\"{}]",
+        if spec.ipv6 {
+            format!(", \"{TOR_V6}\"")
+        } else {
+            String::new()
+        }
+    );
+    for (addr, v6, _) in peers {
+        let fam = if *v6 { "ipv6-unicast" } else { "ipv4-unicast" };
+        let _ = writeln!(
+            c,
+            "[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{addr}\"\n    \
+             peer-as = {CLUSTER_AS}\n  [neighbors.timers.config]\n    hold-time = 9\n    \
+             keepalive-interval = 3\n    connect-retry = 1\n  \
+             [neighbors.graceful-restart.config]\n    enabled = true\n    \
+             restart-time = 120\n  [[neighbors.afi-safis]]\n    \
+             [neighbors.afi-safis.config]\n      afi-safi-name = \"{fam}\""
+        );
+        if let Some(p) = &spec.tor_peer_password {
+            // GoBGP reads neighbors.config keys that follow the table header
+            // only: a second [neighbors.config] would start a new table.
+            c = c.replacen(
+                &format!("neighbor-address = \"{addr}\"\n"),
+                &format!("neighbor-address = \"{addr}\"\n    auth-password = \"{p}\"\n"),
+                1,
             );
         }
-        Kind::Gobgp => {
+        if spec.tor_ttl_security {
             let _ = writeln!(
                 c,
-                "[global.config]\n  as = {TOR_AS}\n  router-id = \"{TOR_V4}\"\n  \
-                 local-address-list = [\"{TOR_V4}\"{}]",
-                if spec.ipv6 {
-                    format!(", \"{TOR_V6}\"")
-                } else {
-                    String::new()
-                }
+                "  [neighbors.ttl-security.config]\n    enabled = true\n    ttl-min = 255"
             );
-            for (addr, v6, _) in &peers {
-                let fam = if *v6 { "ipv6-unicast" } else { "ipv4-unicast" };
-                let _ = writeln!(
-                    c,
-                    "[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{addr}\"\n    \
-                     peer-as = {CLUSTER_AS}\n  [neighbors.timers.config]\n    hold-time = 9\n    \
-                     keepalive-interval = 3\n    connect-retry = 1\n  \
-                     [neighbors.graceful-restart.config]\n    enabled = true\n    \
-                     restart-time = 120\n  [[neighbors.afi-safis]]\n    \
-                     [neighbors.afi-safis.config]\n      afi-safi-name = \"{fam}\""
-                );
-                if let Some(p) = &spec.tor_peer_password {
-                    // GoBGP reads neighbors.config keys that follow the table header
-                    // only: a second [neighbors.config] would start a new table.
-                    c = c.replacen(
-                        &format!("neighbor-address = \"{addr}\"\n"),
-                        &format!("neighbor-address = \"{addr}\"\n    auth-password = \"{p}\"\n"),
-                        1,
-                    );
-                }
-                if spec.tor_ttl_security {
-                    let _ = writeln!(
-                        c,
-                        "  [neighbors.ttl-security.config]\n    enabled = true\n    ttl-min = 255"
-                    );
-                }
-            }
         }
     }
     c

@@ -420,12 +420,25 @@ impl PodPlan {
 pub fn cluster_yaml(spec: &LabSpec) -> String {
     let nodes = spec.node_plans();
     let mut y = String::new();
-    let doc = |y: &mut String, kind: &str, meta: &str, spec: &str| {
-        let _ = write!(
-            y,
-            "---\napiVersion: projectcalico.org/v3\nkind: {kind}\nmetadata: {meta}\nspec:\n{spec}"
-        );
-    };
+    let (bgp_meta, bgp) = bgp_configuration(spec);
+    doc(&mut y, "BGPConfiguration", &bgp_meta, &bgp);
+    node_docs(&mut y, &nodes);
+    peer_docs(&mut y, spec);
+    pool_docs(&mut y, spec);
+    block_docs(&mut y, &nodes);
+    y
+}
+
+/// Appends one resource document.
+fn doc(y: &mut String, kind: &str, meta: &str, spec: &str) {
+    let _ = write!(
+        y,
+        "---\napiVersion: projectcalico.org/v3\nkind: {kind}\nmetadata: {meta}\nspec:\n{spec}"
+    );
+}
+
+/// The `default` BGPConfiguration: (metadata, spec).
+fn bgp_configuration(spec: &LabSpec) -> (String, String) {
     let mut bgp = format!(
         "  asNumber: {CLUSTER_AS}\n  nodeToNodeMeshEnabled: {}\n",
         spec.topology == Topology::Mesh
@@ -453,8 +466,12 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
         ),
         None => "{name: default}".to_string(),
     };
-    doc(&mut y, "BGPConfiguration", &bgp_meta, &bgp);
-    for n in &nodes {
+    (bgp_meta, bgp)
+}
+
+/// A Node per lab node (reflectors labelled and with their cluster id).
+fn node_docs(y: &mut String, nodes: &[NodePlan]) {
+    for n in nodes {
         let meta = if n.reflector {
             format!(
                 "{{name: {}, labels: {{route-reflector: \"true\"}}}}",
@@ -470,12 +487,16 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
         if n.reflector {
             let _ = writeln!(s, "    routeReflectorClusterID: {RR_CLUSTER_ID}");
         }
-        doc(&mut y, "Node", &meta, &s);
+        doc(y, "Node", &meta, &s);
     }
+}
+
+/// The BGPPeers: the ToR, a BIRD reflector, or the route reflectors' selector peering.
+fn peer_docs(y: &mut String, spec: &LabSpec) {
     let mut peer = |name: &str, ip: &str, asn: u32, annotations: &str, extra: &str| {
         let s = format!("  peerIP: \"{ip}\"\n  asNumber: {asn}\n  keepaliveTime: 3s\n{extra}");
         let meta = format!("{{name: {name}, annotations: {{tern/hold-time: 9s{annotations}}}}}");
-        doc(&mut y, "BGPPeer", &meta, &s);
+        doc(y, "BGPPeer", &meta, &s);
     };
     if spec.tor.is_some() {
         let mut extra = String::new();
@@ -503,34 +524,42 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
     }
     if let Topology::RouteReflectors(_) = spec.topology {
         doc(
-            &mut y,
+            y,
             "BGPPeer",
             "{name: peer-with-route-reflectors}",
             "  nodeSelector: all()\n  peerSelector: route-reflector == 'true'\n",
         );
     }
+}
+
+/// The IPPools.
+fn pool_docs(y: &mut String, spec: &LabSpec) {
     doc(
-        &mut y,
+        y,
         "IPPool",
         "{name: pods}",
         &format!("  cidr: {POOL_V4}\n  blockSize: 26\n  ipipMode: Never\n"),
     );
     if spec.ipv6 {
         doc(
-            &mut y,
+            y,
             "IPPool",
             "{name: pods-v6}",
             &format!("  cidr: \"{POOL_V6}\"\n  blockSize: 122\n"),
         );
     }
-    for n in &nodes {
+}
+
+/// Each node's BlockAffinity and IPAMBlock per family.
+fn block_docs(y: &mut String, nodes: &[NodePlan]) {
+    for n in nodes {
         let mut blocks = vec![("v4", n.block_v4.clone())];
         if let Some(b) = &n.block_v6 {
             blocks.push(("v6", b.clone()));
         }
         for (fam, block) in blocks {
             doc(
-                &mut y,
+                y,
                 "BlockAffinity",
                 &format!("{{name: {}-{fam}}}", n.name),
                 &format!(
@@ -539,14 +568,13 @@ pub fn cluster_yaml(spec: &LabSpec) -> String {
                 ),
             );
             doc(
-                &mut y,
+                y,
                 "IPAMBlock",
                 &format!("{{name: {}-{fam}}}", n.name),
-                &ipam_block(&nodes, n, &block, fam == "v6"),
+                &ipam_block(nodes, n, &block, fam == "v6"),
             );
         }
     }
-    y
 }
 
 /// An IPAMBlock: every pod whose address lies in `owner`'s block, allocated to the

@@ -497,69 +497,16 @@ fn cycles(
     let mut cycle = 0;
     // When each node's last flap was over (index 0 unused).
     let mut rested: Vec<Option<Instant>> = vec![None; n + 1];
-    let ready = |rested: &[Option<Instant>], i: usize| {
-        rested
-            .get(i)
-            .copied()
-            .flatten()
-            .map_or(Duration::MAX, |t| t.elapsed())
-    };
     let mut next_link = 0;
     while t0.elapsed() < opts.duration {
         cycle += 1;
-        // 1. Churn: nodes 2..=n take turns (node 1 never changes, so some node always
-        // sees every step from outside).
-        let c = Churn {
-            block_owner: 2 + cycle % (n - 1),
-            workload_node: 2 + (cycle + n / 2) % (n - 1),
-            round: cycle,
-        };
-        write_cluster(lab, &cluster_with(lab, Some(c)))?;
-        if let Some(p) = prev {
-            workload_routes(lab, p, false)?;
-        }
-        workload_routes(lab, c, true)?;
-        report.churn_changes += 2 * WORKLOADS + if prev.is_some() { 2 } else { 1 };
-        let started = Instant::now();
-        let mut bad = churn_state(lab, Some(c), prev);
-        while !bad.is_empty() && started.elapsed() < CHURN_WAIT {
-            std::thread::sleep(Duration::from_millis(200));
-            bad = churn_state(lab, Some(c), prev);
-        }
-        let took = started.elapsed().as_secs_f64();
-        if bad.is_empty() {
-            report.churn_ok += 1;
-            report.churn_max_s = report.churn_max_s.max(took);
-        } else {
-            report.churn_failed.push(format!(
-                "cycle {cycle}: churn not seen everywhere after {took:.0} s: {}",
-                bad.join("; ")
-            ));
-        }
+        // 1. Churn.
+        let (c, took) = churn(lab, cycle, n, prev, report)?;
         prev = Some(c);
 
-        // 2. A flap: kill -9 + restart, or a link down past the hold time.
-        // The candidate that rested longest; wait for it if it has not rested enough.
-        let victim = if cycle % 2 == 1 {
-            killable
-                .iter()
-                .copied()
-                .max_by_key(|&i| ready(&rested, i))
-                .unwrap_or(n)
-        } else {
-            // Nodes 2..=n in turn, skipping any that has not rested.
-            let mut v = 2 + next_link % (n - 1);
-            for k in 0..(n - 1) {
-                let c = 2 + (next_link + k) % (n - 1);
-                if ready(&rested, c) >= REST {
-                    v = c;
-                    next_link += k;
-                    break;
-                }
-            }
-            next_link += 1;
-            v
-        };
+        // 2. A flap: kill -9 + restart, or a link down past the hold time; wait for
+        // the victim if it has not rested enough.
+        let victim = pick_victim(cycle, killable, &rested, &mut next_link, n);
         let wait = REST.saturating_sub(ready(&rested, victim));
         let left = opts.duration.saturating_sub(t0.elapsed());
         if wait > left {
@@ -574,38 +521,7 @@ fn cycles(
             continue;
         }
         std::thread::sleep(wait);
-        let what = if cycle % 2 == 1 {
-            report
-                .events
-                .push((t0.elapsed().as_secs_f64(), victim, "kill"));
-            lab.kill_tern(victim);
-            refresh(pids, lab);
-            std::thread::sleep(Duration::from_secs(1));
-            lab.start_tern(victim)?;
-            refresh(pids, lab);
-            report.kills += 1;
-            format!("kill -9 node-{victim}")
-        } else {
-            report
-                .events
-                .push((t0.elapsed().as_secs_f64(), victim, "flap"));
-            lab.exec_on_node(victim, "ip", &["link", "set", "eth0", "down"])?;
-            std::thread::sleep(Duration::from_secs(u64::from(MESH_HOLD) + 2));
-            lab.exec_on_node(victim, "ip", &["link", "set", "eth0", "up"])?;
-            lab.exec_on_node(
-                victim,
-                "ip",
-                &[
-                    "route",
-                    "replace",
-                    "default",
-                    "via",
-                    crate::lab::plan::GATEWAY_V4,
-                ],
-            )?;
-            report.link_flaps += 1;
-            format!("link flap node-{victim}")
-        };
+        let what = flap(lab, pids, victim, cycle, report, t0)?;
         // 3. Everything back.
         let flapped = Instant::now();
         lab.wait_converged(RECONVERGE_WAIT)
@@ -633,6 +549,130 @@ fn cycles(
         report.leftovers = churn_state(lab, None, Some(p));
     }
     Ok(())
+}
+
+/// How long node `i` has rested since its last flap (forever if it never flapped).
+fn ready(rested: &[Option<Instant>], i: usize) -> Duration {
+    rested
+        .get(i)
+        .copied()
+        .flatten()
+        .map_or(Duration::MAX, |t| t.elapsed())
+}
+
+/// Step 1 of a cycle: the churn. Nodes 2..=n take turns (node 1 never changes, so
+/// some node always sees every step from outside). Returns the churn and how long it
+/// took to be seen everywhere.
+fn churn(
+    lab: &mut Lab,
+    cycle: usize,
+    n: usize,
+    prev: Option<Churn>,
+    report: &mut SoakReport,
+) -> Result<(Churn, f64)> {
+    let c = Churn {
+        block_owner: 2 + cycle % (n - 1),
+        workload_node: 2 + (cycle + n / 2) % (n - 1),
+        round: cycle,
+    };
+    write_cluster(lab, &cluster_with(lab, Some(c)))?;
+    if let Some(p) = prev {
+        workload_routes(lab, p, false)?;
+    }
+    workload_routes(lab, c, true)?;
+    report.churn_changes += 2 * WORKLOADS + if prev.is_some() { 2 } else { 1 };
+    let started = Instant::now();
+    let mut bad = churn_state(lab, Some(c), prev);
+    while !bad.is_empty() && started.elapsed() < CHURN_WAIT {
+        std::thread::sleep(Duration::from_millis(200));
+        bad = churn_state(lab, Some(c), prev);
+    }
+    let took = started.elapsed().as_secs_f64();
+    if bad.is_empty() {
+        report.churn_ok += 1;
+        report.churn_max_s = report.churn_max_s.max(took);
+    } else {
+        report.churn_failed.push(format!(
+            "cycle {cycle}: churn not seen everywhere after {took:.0} s: {}",
+            bad.join("; ")
+        ));
+    }
+    Ok((c, took))
+}
+
+/// Step 2's victim: odd cycles kill the candidate that rested longest; even cycles
+/// flap the links of nodes 2..=n in turn, skipping any that has not rested.
+fn pick_victim(
+    cycle: usize,
+    killable: &[usize],
+    rested: &[Option<Instant>],
+    next_link: &mut usize,
+    n: usize,
+) -> usize {
+    if cycle % 2 == 1 {
+        killable
+            .iter()
+            .copied()
+            .max_by_key(|&i| ready(rested, i))
+            .unwrap_or(n)
+    } else {
+        // Nodes 2..=n in turn, skipping any that has not rested.
+        let mut v = 2 + *next_link % (n - 1);
+        for k in 0..(n - 1) {
+            let c = 2 + (*next_link + k) % (n - 1);
+            if ready(rested, c) >= REST {
+                v = c;
+                *next_link += k;
+                break;
+            }
+        }
+        *next_link += 1;
+        v
+    }
+}
+
+/// Step 2: kill -9 and restart `victim`, or take its link down past the hold time;
+/// says which.
+fn flap(
+    lab: &mut Lab,
+    pids: &Pids,
+    victim: usize,
+    cycle: usize,
+    report: &mut SoakReport,
+    t0: Instant,
+) -> Result<String> {
+    if cycle % 2 == 1 {
+        report
+            .events
+            .push((t0.elapsed().as_secs_f64(), victim, "kill"));
+        lab.kill_tern(victim);
+        refresh(pids, lab);
+        std::thread::sleep(Duration::from_secs(1));
+        lab.start_tern(victim)?;
+        refresh(pids, lab);
+        report.kills += 1;
+        Ok(format!("kill -9 node-{victim}"))
+    } else {
+        report
+            .events
+            .push((t0.elapsed().as_secs_f64(), victim, "flap"));
+        lab.exec_on_node(victim, "ip", &["link", "set", "eth0", "down"])?;
+        std::thread::sleep(Duration::from_secs(u64::from(MESH_HOLD) + 2));
+        lab.exec_on_node(victim, "ip", &["link", "set", "eth0", "up"])?;
+        lab.exec_on_node(
+            victim,
+            "ip",
+            &[
+                "route",
+                "replace",
+                "default",
+                "via",
+                crate::lab::plan::GATEWAY_V4,
+            ],
+        )?;
+        report.link_flaps += 1;
+        Ok(format!("link flap node-{victim}"))
+    }
 }
 
 fn finish(lab: &mut Lab, report: &mut SoakReport, progress: &mut impl FnMut(&str)) -> Result<()> {
