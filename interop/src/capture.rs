@@ -202,6 +202,23 @@ pub fn capture_fixtures(out_dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
 }
 
 fn run_lab(out_dir: &Path, prefix: &str, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut lab = lan(prefix)?;
+    let pcap = start_capture(&mut lab, out_dir, dir)?;
+    start_peers(&mut lab, dir)?;
+    let (bird, gobgp, frr) = (lab.peer(0)?, lab.peer(2)?, lab.peer(3)?);
+    play(bird, gobgp, frr)?;
+    for p in lab.peers.iter_mut() {
+        p.stop();
+    }
+    if let Some(t) = lab.tcpdump.as_mut() {
+        t.stop(Duration::from_secs(5));
+    }
+    drop(lab);
+    Ok(vec![pcap])
+}
+
+/// The namespaces: a LAN bridge and the four peers on it.
+fn lan(prefix: &str) -> Result<Lab> {
     let names = ["lan", "bird", "gobgp", "frr", "bibgp"];
     let mut lab = Lab {
         peers: Vec::new(),
@@ -223,6 +240,12 @@ fn run_lab(out_dir: &Path, prefix: &str, dir: &Path) -> Result<Vec<PathBuf>> {
         ns.add_addr("eth0", &format!("2001:db8::{host}/64"))?;
     }
 
+    Ok(lab)
+}
+
+/// tcpdump on the bridge, BGP only, into the pcap it returns once it listens.
+fn start_capture(lab: &mut Lab, out_dir: &Path, dir: &Path) -> Result<PathBuf> {
+    let lan = lab.ns(0)?;
     let pcap = out_dir.join("bird-gobgp-frr.pcap");
     let _ = std::fs::remove_file(&pcap);
     let mut cmd = lan.command("tcpdump");
@@ -236,6 +259,11 @@ fn run_lab(out_dir: &Path, prefix: &str, dir: &Path) -> Result<Vec<PathBuf>> {
             .unwrap_or(false)
     })?;
 
+    Ok(pcap)
+}
+
+/// BIRD (eBGP and iBGP), GoBGP and FRR, each in its namespace.
+fn start_peers(lab: &mut Lab, dir: &Path) -> Result<()> {
     for (i, kind, sub, conf) in [
         (1, Kind::Bird, "bird", BIRD_CONF),
         (4, Kind::Bird, "bird-ibgp", BIRD_IBGP_CONF),
@@ -245,8 +273,12 @@ fn run_lab(out_dir: &Path, prefix: &str, dir: &Path) -> Result<Vec<PathBuf>> {
         let peer = Peer::start(kind, lab.ns(i)?, &dir.join(sub), conf)?;
         lab.peers.push(peer);
     }
-    let (bird, gobgp, frr) = (lab.peer(0)?, lab.peer(2)?, lab.peer(3)?);
+    Ok(())
+}
 
+/// What the capture records: sessions up, announcements and withdrawals, route
+/// refresh from each implementation, administrative shutdowns with RFC 9003 messages.
+fn play(bird: &Peer, gobgp: &Peer, frr: &Peer) -> Result<()> {
     // Phase 1: sessions come up and exchange their tables.
     wait_for(
         "BIRD's three sessions to be Established",
@@ -323,12 +355,5 @@ fn run_lab(out_dir: &Path, prefix: &str, dir: &Path) -> Result<Vec<PathBuf>> {
     ])?;
     std::thread::sleep(Duration::from_secs(2));
 
-    for p in lab.peers.iter_mut() {
-        p.stop();
-    }
-    if let Some(t) = lab.tcpdump.as_mut() {
-        t.stop(Duration::from_secs(5));
-    }
-    drop(lab);
-    Ok(vec![pcap])
+    Ok(())
 }
