@@ -3,11 +3,14 @@
 //! the same attributes shares one `Arc` (BIRD's habit; memory per route stays small).
 //!
 //! Hand-written because it is the heart of a BGP speaker and no crate provides one.
-//! Pure and synchronous: the RIB task feeds it UPDATEs and peer events and forwards the
+//! Pure and synchronous: the speaker feeds it UPDATEs and peer events and forwards the
 //! best-path changes it returns to the FIB task and the Adj-RIB-Out.
 //!
-//! Not yet here (issue 3): locally originated routes, import/export policy, Adj-RIB-Out
-//! with update packing, route reflection rules, next-hop resolution through the FIB.
+//! [`import`] holds the checks a peer's route must pass, [`decision`] the best-path and
+//! ECMP steps, [`export`] what a best path becomes for one peer (route reflection
+//! included) and the Adj-RIB-Out that packs UPDATEs. Routes the node originates are
+//! paths from a local source ([`PeerSource::local`]). Calico's route policy (BGPFilters,
+//! pool export rules) is not decided here but in [`crate::policy`].
 
 pub mod decision;
 pub mod export;

@@ -83,7 +83,8 @@ pub mod capability_code {
     pub const ADD_PATH: u8 = 69;
     /// Enhanced route refresh (RFC 7313).
     pub const ENHANCED_ROUTE_REFRESH: u8 = 70;
-    /// Long-lived graceful restart (RFC 9494); kept as unknown for now.
+    /// Long-lived graceful restart (RFC 9494); tern does not implement it, so it is
+    /// kept as an unknown capability.
     pub const LONG_LIVED_GRACEFUL_RESTART: u8 = 71;
     /// FQDN (draft-walton-bgp-hostname-capability).
     pub const FQDN: u8 = 73;
