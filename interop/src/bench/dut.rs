@@ -2,14 +2,14 @@
 //! peer, accept all its routes, install them in the kernel (where the daemon can) and
 //! export nothing. tern reads Calico resources; BIRD 2, FRR (bgpd with zebra) and
 //! GoBGP get the closest native configuration, with graceful restart on as in a
-//! Calico cluster. Also the null daemon ([`super::inject::Sink`]).
+//! Calico cluster. Also the null daemon ([`super::sink::Sink`]).
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::inject::Sink;
+use super::sink::Sink;
 use crate::netns::{run, Netns};
 use crate::process::Daemon;
 use crate::{Error, Result};
@@ -576,53 +576,4 @@ pub fn parse_gobgp_count(s: &str) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_each_daemons_count() {
-        assert_eq!(
-            parse_bird_count(
-                "BIRD 2.0.12 ready.\n100000 of 100000 routes for 100000 networks in table master4\n0 of 0 routes for 0 networks in table master6\n"
-            ),
-            100000
-        );
-        assert_eq!(
-            parse_zebra_bgp_count(
-                r#"{"routes":[{"fib":2,"rib":2,"type":"connected"},{"fib":99000,"rib":100000,"type":"ebgp"},{"fib":5,"rib":5,"type":"ibgp"}],"routesTotal":100007}"#
-            ),
-            100005
-        );
-        assert_eq!(
-            parse_gobgp_count("Table ipv4-unicast\nDestination: 131072, Path: 131072\n"),
-            131072
-        );
-        assert_eq!(parse_gobgp_count("garbage"), 0);
-    }
-
-    fn spec(peers: Vec<(IpAddr, u32)>) -> DutSpec {
-        DutSpec {
-            kind: DutKind::Tern,
-            dir: PathBuf::from("/tmp/x"),
-            peers,
-            tern: PathBuf::from("tern"),
-            frr_graceful_restart: false,
-        }
-    }
-
-    #[test]
-    fn ebgp_feed_is_a_bgppeer_and_mesh_feeds_are_nodes() {
-        let e = spec(vec![("198.51.100.100".parse().unwrap(), 65001)]);
-        let y = e.tern_cluster();
-        assert!(y.contains("kind: BGPPeer") && y.contains("nodeToNodeMeshEnabled: false"));
-        let m = spec(vec![
-            ("198.51.100.100".parse().unwrap(), DUT_AS),
-            ("198.51.100.101".parse().unwrap(), DUT_AS),
-        ]);
-        let y = m.tern_cluster();
-        assert!(!y.contains("BGPPeer") && y.contains("name: peer-1"));
-        assert!(m.bird_conf().contains("direct;"));
-        assert!(m.frr_conf().contains("remote-as internal"));
-        assert!(!e.bird_conf().contains("direct;"));
-    }
-}
+mod tests;

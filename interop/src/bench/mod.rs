@@ -16,6 +16,7 @@ pub mod inject;
 pub mod measure;
 pub mod report;
 mod run;
+pub mod sink;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

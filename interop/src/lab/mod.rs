@@ -17,6 +17,7 @@ pub mod kube;
 pub mod peerconf;
 pub mod plan;
 pub mod probe;
+pub mod resources;
 pub mod state;
 
 use std::collections::BTreeMap;
