@@ -26,6 +26,7 @@ mod fib_task;
 mod handler;
 mod intent;
 mod memory;
+mod policy;
 mod metrics;
 mod routes;
 mod run;

@@ -1095,6 +1095,8 @@ async fn a_stalled_peer_does_not_stall_the_speaker() {
         let cmd = SpeakerCommand::Originate {
             prefix,
             attrs: attrs.clone(),
+            source: tern_bgp::policy::RouteSource::Originated,
+            interface: None,
         };
         if tokio::time::timeout(Duration::from_secs(2), tern.cmd.send(cmd))
             .await

@@ -166,7 +166,12 @@ impl Harness {
         };
         let prefix: IpNet = prefix.parse().unwrap();
         self.commands
-            .send(SpeakerCommand::Originate { prefix, attrs })
+            .send(SpeakerCommand::Originate {
+                prefix,
+                attrs,
+                source: tern_bgp::policy::RouteSource::Originated,
+                interface: None,
+            })
             .await
             .unwrap();
     }

@@ -89,6 +89,8 @@ async fn node_b() -> (Vec<(String, String, String)>, bool) {
         .send(SpeakerCommand::Originate {
             prefix: "198.18.11.0/26".parse().unwrap_or_else(|e| panic!("{e}")),
             attrs: own_attrs(),
+            source: tern_bgp::policy::RouteSource::Originated,
+            interface: None,
         })
         .await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
@@ -131,6 +133,8 @@ async fn node_a(bird: &Peer) -> Vec<(String, String, String)> {
         .send(SpeakerCommand::Originate {
             prefix: own,
             attrs: own_attrs(),
+            source: tern_bgp::policy::RouteSource::Originated,
+            interface: None,
         })
         .await;
     let bird_has = |p: &str| bird.cli(&["show", "route", p, "all"]).unwrap_or_default();

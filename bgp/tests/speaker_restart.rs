@@ -61,6 +61,8 @@ async fn originate(c: &mpsc::Sender<SpeakerCommand>, prefix: &str) {
                 origin: Some(Origin::Igp),
                 ..PathAttributes::default()
             },
+            source: tern_bgp::policy::RouteSource::Originated,
+            interface: None,
         })
         .await;
 }

@@ -25,7 +25,10 @@ use tern_bgp::wire::{
 
 #[path = "scenarios/parse.rs"]
 mod parse;
-use parse::{announce, config, down_reason, family, ip, offset, peer, show_offset, up, withdrawal};
+use parse::{
+    announce, config, down_reason, family, ip, offset, peer, policy, show_offset, up, withdrawal,
+};
+use tern_bgp::policy::RouteSource;
 
 /// A scenario being replayed: the core, its start time, each peer's codec options.
 struct Run {
@@ -73,13 +76,23 @@ impl Run {
                     subtype: RefreshSubtype::Request,
                 },
             }),
+            // `originate <prefix> [kernel <interface>]`: a block, or a borrowed address.
             "originate" => Input::Originate {
                 prefix: args[0].parse().unwrap(),
                 attrs: PathAttributes {
                     origin: Some(Origin::Igp),
                     ..PathAttributes::default()
                 },
+                source: match args.get(1) {
+                    Some(&"kernel") => RouteSource::Kernel,
+                    _ => RouteSource::Originated,
+                },
+                interface: args.get(2).map(|s| s.to_string()),
             },
+            "set-policy" => {
+                let (p, pol) = policy(args);
+                Input::SetPolicy(p, pol)
+            }
             "unoriginate" => Input::Withdraw(args[0].parse().unwrap()),
             "add-peer" => Input::AddPeer(peer_of(args)),
             "remove-peer" => Input::RemovePeer(ip(args[0]), args[1..].join(" ")),
@@ -109,11 +122,19 @@ impl Run {
                 let mut stats = self.speaker.peer_stats();
                 stats.sort_by_key(|s| s.address);
                 for s in stats {
-                    let _ = writeln!(
+                    let _ = write!(
                         out,
                         "  stats {} in {} out {} advertised {} received {}",
                         s.address, s.updates_in, s.updates_out, s.advertised, s.received
                     );
+                    if s.rejected_import + s.filtered_export > 0 {
+                        let _ = write!(
+                            out,
+                            " rejected-import {} filtered-export {}",
+                            s.rejected_import, s.filtered_export
+                        );
+                    }
+                    out.push('\n');
                 }
             }
             ["advertised", p] => match self.speaker.advertised(ip(p)) {
@@ -232,6 +253,7 @@ fn event(e: &SpeakerEvent) -> String {
         SpeakerEvent::PeerDown(p, why) => format!("down {}: {why}", p.ip()),
         SpeakerEvent::Rejected(p, why) => format!("rejected {}: {why}", p.ip()),
         SpeakerEvent::Refused(p) => format!("refused {}", p.ip()),
+        SpeakerEvent::PolicyChanged(p, what) => format!("policy {}: {what}", p.ip()),
         SpeakerEvent::PeerState(p, s) => format!("state {} {s:?}", p.ip()),
         SpeakerEvent::RestartComplete { peers, by_timer } => {
             let by = if *by_timer { "timer" } else { "end-of-rib" };
@@ -346,6 +368,13 @@ fn replay(input: &str) -> String {
         match words[0] {
             "config" => cfg = Some(config(&words[1..])),
             "peer" => peers.push(peer(&words[1..])),
+            "policy" => {
+                let (a, pol) = policy(&words[1..]);
+                let p = peers
+                    .iter_mut()
+                    .find(|p: &&mut PeerConfig| p.address.ip() == a);
+                p.expect("policy: after its peer line").policy = Some(pol);
+            }
             t => {
                 let r = run.get_or_insert_with(|| {
                     let mut c = cfg.take().expect("a config line before the first input");

@@ -107,6 +107,7 @@ pub fn peer_config(
         open_hold_time: None,
         send_hold_time: None,
         max_prefixes: limits.max_prefixes_per_peer,
+        policy: Some(super::policy::compile(i, p)),
     })
 }
 

@@ -102,12 +102,13 @@ pub async fn apply_diff(
     fib: &mpsc::Sender<FibMsg>,
     state: &Arc<Mutex<State>>,
     cfg: &DaemonConfig,
+    workloads: &BTreeMap<IpNet, String>,
 ) {
     if d.is_empty() {
         tracing::info!("configuration re-read: nothing changed for this node");
         return;
     }
-    routes::originate(d, speaker).await;
+    routes::originate(d, speaker, workloads).await;
     routes::install_own(d, intent, fib, cfg.fib.table).await;
     if d.policy_changed && cfg.fib.enabled {
         // Pools changed (an ipipMode edit): the FIB task re-shapes the learnt routes
@@ -201,6 +202,9 @@ pub async fn sync_workloads(
                     origin: Some(tern_bgp::wire::Origin::Igp),
                     ..Default::default()
                 },
+                // A workload route BIRD would learn from the kernel, on its interface.
+                source: tern_bgp::policy::RouteSource::Kernel,
+                interface: workloads.get(p).cloned(),
             })
             .await;
     }

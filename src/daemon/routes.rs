@@ -6,14 +6,15 @@
 //! encapsulation. Also here: what the main loop does to routes when the intent changes
 //! (originate or withdraw its prefixes, install their blackholes).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use ipnet::IpNet;
+use tern_bgp::policy::RouteSource;
 use tern_bgp::rib::Best;
 use tern_bgp::speaker::{RibNews, SpeakerCommand};
 use tern_config::diff::IntentDiff;
-use tern_config::intent::{Encapsulation, Intent};
+use tern_config::intent::{Encapsulation, Intent, OriginSource};
 use tern_fib::task::{FibMsg, RouteFilter, Routes};
 use tern_fib::Route;
 use tokio::sync::{mpsc, watch};
@@ -135,13 +136,26 @@ pub fn own_routes(d: &IntentDiff, intent: &Intent, table: u32) -> Vec<(IpNet, Op
     want
 }
 
-/// Originates (or withdraws) the diff's prefixes at the speaker.
-pub async fn originate(d: &IntentDiff, speaker: &mpsc::Sender<SpeakerCommand>) {
+/// Originates (or withdraws) the diff's prefixes at the speaker. For export policy,
+/// blocks and service routes are `Originated` (BIRD's static routes in Calico) and
+/// borrowed workload addresses `Kernel` on the workload's interface (from `workloads`,
+/// the kernel's workload routes), as BIRD learns them from the kernel.
+pub async fn originate(
+    d: &IntentDiff,
+    speaker: &mpsc::Sender<SpeakerCommand>,
+    workloads: &BTreeMap<IpNet, String>,
+) {
     for (prefix, o) in &d.originated {
         let cmd = if o.export {
+            let (source, interface) = match o.source {
+                OriginSource::Borrowed => (RouteSource::Kernel, workloads.get(prefix).cloned()),
+                OriginSource::Block | OriginSource::Service(_) => (RouteSource::Originated, None),
+            };
             SpeakerCommand::Originate {
                 prefix: *prefix,
                 attrs: convert::origin_attrs(o),
+                source,
+                interface,
             }
         } else {
             SpeakerCommand::Withdraw(*prefix)

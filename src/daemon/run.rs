@@ -42,6 +42,8 @@ struct Daemon {
     workloads: BTreeMap<IpNet, String>,
     /// Those originated as borrowed addresses.
     kernel_originated: BTreeSet<IpNet>,
+    /// Each running session's intent and route policy, once BGP runs.
+    policies: Option<super::policy::Policies>,
     /// The last STATUS= line.
     status: String,
 }
@@ -120,6 +122,7 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         speaker_slot,
         workloads: BTreeMap::new(),
         kernel_originated: BTreeSet::new(),
+        policies: None,
     };
     d.run(store, workload_rx, reload, stop).await
 }
@@ -211,15 +214,31 @@ impl Daemon {
             memory::release_freed();
         }
         let mut started = None;
-        if let (Some(diff), Some(i)) = (diff, self.tracker.current().cloned()) {
+        if let (Some(mut diff), Some(i)) = (diff, self.tracker.current().cloned()) {
             match (&self.speaker, self.routes.take()) {
                 (Some(sp), _) => {
-                    intent::apply_diff(&diff, &i, sp, &self.fib, &self.state, &self.cfg).await;
+                    // A BGPFilter edit replaces the policy; it does not reset the session.
+                    if let Some(p) = &self.policies {
+                        p.keep_sessions(&mut diff);
+                    }
+                    let w = &self.workloads;
+                    intent::apply_diff(&diff, &i, sp, &self.fib, &self.state, &self.cfg, w).await;
+                    if let Some(p) = &mut self.policies {
+                        p.apply(&i, &diff, sp).await;
+                    }
                 }
                 (None, Some(routes)) => {
-                    let (sp, ev) =
-                        start::start_bgp(&diff, &i, &self.fib, routes, &self.state, &self.cfg)
-                            .await?;
+                    let (sp, ev) = start::start_bgp(
+                        &diff,
+                        &i,
+                        &self.fib,
+                        routes,
+                        &self.state,
+                        &self.cfg,
+                        &self.workloads,
+                    )
+                    .await?;
+                    self.policies = Some(super::policy::Policies::new(&i));
                     let _ = self.speaker_slot.set(sp.clone());
                     self.speaker = Some(sp);
                     started = Some(ev);
@@ -345,6 +364,9 @@ fn on_speaker_event(ev: SpeakerEvent, state: &Arc<Mutex<State>>) {
         }
         SpeakerEvent::Refused(addr) => {
             tracing::warn!(from = %addr, "refused a BGP connection from an address that is not a configured peer");
+        }
+        SpeakerEvent::PolicyChanged(addr, what) => {
+            tracing::info!(peer = %addr, "route policy replaced: {what}");
         }
     }
 }

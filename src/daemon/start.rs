@@ -1,9 +1,11 @@
 //! Starting the parts: the datastore task for the configured datastore, and BGP with
 //! the first accepted intent (the speaker, its sessions, the intent's own prefixes).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use ipnet::IpNet;
 use tern_bgp::speaker::{self, RibNews, SpeakerCommand, SpeakerEvent};
 use tern_config::cluster::DEFAULT_SECRETS_DIR;
 use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
@@ -91,6 +93,7 @@ pub async fn start_bgp(
     routes: mpsc::Sender<RibNews>,
     state: &Arc<Mutex<State>>,
     cfg: &DaemonConfig,
+    workloads: &BTreeMap<IpNet, String>,
 ) -> Result<(mpsc::Sender<SpeakerCommand>, mpsc::Receiver<SpeakerEvent>), String> {
     let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
     let (mut speaker_cfg, peer_errors) = convert::speaker_config(intent, &secrets_dir, &cfg.limits);
@@ -119,7 +122,7 @@ pub async fn start_bgp(
     let speaker = speaker::spawn_routed(speaker_cfg, etx, routes)
         .await
         .map_err(|e| format!("cannot start BGP on port {}: {e}", intent.listen.port))?;
-    routes::originate(first, &speaker).await;
+    routes::originate(first, &speaker, workloads).await;
     if let Ok(mut s) = state.lock() {
         s.set_peers(intent);
         if !peer_errors.is_empty() {

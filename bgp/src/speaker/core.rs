@@ -10,6 +10,9 @@
 //! from then on only the prefixes of later changes are noted (memory bounded by the
 //! table), and [`Input::Writable`] sends what the Loc-RIB holds for them at that moment.
 
+mod policy;
+mod send;
+
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -19,6 +22,7 @@ use bytes::Bytes;
 use ipnet::IpNet;
 
 use crate::fsm::Negotiated;
+use crate::policy::{PeerPolicy, RouteSource};
 use crate::rib::export::{AdjRibOut, Exported};
 use crate::rib::{Best, BestChange, PeerSource, Rib};
 use crate::session::{DriverConfig, SessionEvent};
@@ -26,6 +30,7 @@ use crate::wire::{Capability, Family, Message, Notification, PathAttributes, Upd
 
 use super::gr::{Down, OwnRestart, Progress};
 use super::peer::{self, Out, Peer};
+use super::policy::{OwnRoute, OwnRoutes};
 use super::{PeerConfig, PeerStats, RibNews, SpeakerConfig, SpeakerEvent, LIMIT_HOLD_DOWN};
 
 /// A timer the core asked for.
@@ -54,7 +59,13 @@ pub enum Input {
         prefix: IpNet,
         /// Its attributes (ORIGIN, communities); AS_PATH empty.
         attrs: PathAttributes,
+        /// Where it comes from, for export policy.
+        source: RouteSource,
+        /// Its interface, for export policy.
+        interface: Option<String>,
     },
+    /// Replace a peer's route policy (see [`super::SpeakerCommand::SetPolicy`]).
+    SetPolicy(IpAddr, Arc<PeerPolicy>),
     /// Stop originating a route.
     Withdraw(IpNet),
     /// A new peer (ignored if a peer with that address exists).
@@ -118,6 +129,8 @@ pub struct Speaker {
     /// Our addresses, which no peer's route may have as next hop.
     own: Arc<[IpAddr]>,
     restart: OwnRestart,
+    /// Our own routes' kinds, for export policy.
+    origins: OwnRoutes,
     out: Vec<Output>,
 }
 
@@ -155,6 +168,7 @@ impl Speaker {
             cfg,
             peers,
             me,
+            origins: OwnRoutes::new(),
             out: Vec::new(),
         };
         (speaker, out)
@@ -164,18 +178,26 @@ impl Speaker {
     pub fn handle(&mut self, now: Instant, input: Input) -> Vec<Output> {
         match input {
             Input::Session(e) => self.session(now, e),
-            Input::Originate { prefix, attrs } => {
+            Input::Originate {
+                prefix,
+                attrs,
+                source,
+                interface,
+            } => {
+                self.origins.insert(prefix, OwnRoute { source, interface });
                 let u = peer::own_route(self.cfg.router_id, prefix, attrs);
                 let me = Arc::clone(&self.me);
                 let changes = self.rib.apply_update(&me, &u);
                 self.propagate(changes);
             }
             Input::Withdraw(prefix) => {
+                self.origins.remove(&prefix);
                 let u = peer::own_withdrawal(prefix);
                 let me = Arc::clone(&self.me);
                 let changes = self.rib.apply_update(&me, &u);
                 self.propagate(changes);
             }
+            Input::SetPolicy(ip, policy) => self.set_policy(ip, policy),
             Input::AddPeer(p) => {
                 if !self.peers.contains_key(&p.address.ip()) {
                     let dc = peer::driver_config(&self.cfg, &p);
@@ -240,6 +262,8 @@ impl Speaker {
                 updates_out: p.updates_out,
                 advertised: p.out.as_ref().map_or(0, |o| o.rib.len() as u64),
                 received: self.rib.paths_from(*a),
+                rejected_import: p.rejected_import,
+                filtered_export: p.filtered_export,
             })
             .collect()
     }
@@ -256,7 +280,7 @@ impl Speaker {
         self.own = peer::own_addresses(&self.cfg.router_id, self.peers.values().map(|p| &p.cfg));
     }
 
-    fn event(&mut self, e: SpeakerEvent) {
+    pub(super) fn event(&mut self, e: SpeakerEvent) {
         self.out.push(Output::Event(e));
     }
 
@@ -308,6 +332,7 @@ impl Speaker {
             p.families = negotiated.families.clone();
             p.eor_in.clear();
             p.malformed_seen.clear();
+            p.route_refresh = negotiated.route_refresh || negotiated.enhanced_route_refresh;
             p.held = restarting.then(|| (*negotiated).clone());
         }
         if !restarting {
@@ -388,12 +413,17 @@ impl Speaker {
             self.event(SpeakerEvent::Rejected(peer, text));
         }
         let end_of_rib = update.end_of_rib_family();
-        let (changes, rejected) = match self.peers.get(&ip) {
-            Some(p) => peer::import(&mut self.rib, &self.cfg, &self.own, &p.cfg, &source, update),
-            None => return,
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
         };
+        let (changes, rejected, refused) =
+            peer::import(&mut self.rib, &self.cfg, &self.own, &p.cfg, &source, update);
+        let texts = p.refused(false, refused);
         if let Some(r) = rejected {
             self.event(SpeakerEvent::Rejected(peer, r.to_string()));
+        }
+        for text in texts {
+            self.event(SpeakerEvent::Rejected(peer, text));
         }
         self.propagate(changes);
         if self.over_limit(ip) {
@@ -456,11 +486,11 @@ impl Speaker {
         let rib = AdjRibOut::new(peer::export_policy(&self.cfg, &p.cfg))
             .with_families(&negotiated.families)
             .with_add_path(&negotiated.add_path_send);
-        let mut out = Out {
+        p.out = Some(Out {
             rib,
             tx: negotiated.tx,
             enhanced: negotiated.enhanced_route_refresh,
-        };
+        });
         let all: Vec<BestChange> = self
             .rib
             .iter()
@@ -469,17 +499,20 @@ impl Speaker {
                 now: Some(b.clone()),
             })
             .collect();
-        let mut msgs = peer::export(&mut out, &all);
+        let (mut msgs, texts) = p.export(&self.cfg, &self.origins, &all);
         for f in &negotiated.families {
             if let Ok(b) = Message::Update(Update::end_of_rib(*f)).encode(&negotiated.tx) {
                 msgs.push(b);
+                p.updates_out += 1;
             }
         }
-        p.out = Some(out);
         p.deferred.clear();
         p.refreshes.clear();
-        p.updates_out += msgs.len() as u64;
+        let address = p.cfg.address;
         self.out.push(Output::Send(ip, msgs));
+        for text in texts {
+            self.event(SpeakerEvent::Rejected(address, text));
+        }
     }
 
     /// While we restart: once every peer is up and has sent End-of-RIB for each of its
@@ -533,68 +566,6 @@ impl Speaker {
         if self.peers.get_mut(&ip).is_some_and(|p| p.gr.end(family)) {
             let changes = self.rib.sweep_stale(ip, family);
             self.propagate(changes);
-        }
-    }
-
-    /// Sends Loc-RIB changes to every established peer that takes commands (noting
-    /// only the prefixes for those that do not), and to whoever installs routes.
-    fn propagate(&mut self, changes: Vec<BestChange>) {
-        if changes.is_empty() {
-            return;
-        }
-        for (ip, p) in self.peers.iter_mut() {
-            let Some(out) = p.out.as_mut() else {
-                continue;
-            };
-            if p.stalled || !p.deferred.is_empty() {
-                // Its peer is not reading (RFC 9687; the send hold timer ends it).
-                // Waiting would stall every other peer and the FIB with it, so only
-                // the prefixes are noted.
-                p.deferred.extend(changes.iter().map(|c| c.prefix));
-                continue;
-            }
-            let msgs = peer::export(out, &changes);
-            if !msgs.is_empty() {
-                p.updates_out += msgs.len() as u64;
-                self.out.push(Output::Send(*ip, msgs));
-            }
-        }
-        self.out.push(Output::Rib(RibNews::Changes(changes)));
-    }
-
-    /// Hands a session that takes commands the changes and refreshes waiting for it.
-    fn flush(&mut self, ip: IpAddr) {
-        let Some(p) = self.peers.get_mut(&ip) else {
-            return;
-        };
-        let Some(out) = p.out.as_mut() else {
-            p.deferred.clear();
-            p.refreshes.clear();
-            return;
-        };
-        if p.stalled {
-            return;
-        }
-        if !p.deferred.is_empty() {
-            let changes: Vec<BestChange> = std::mem::take(&mut p.deferred)
-                .into_iter()
-                .map(|prefix| BestChange {
-                    prefix,
-                    now: self.rib.best(&prefix).cloned(),
-                })
-                .collect();
-            let msgs = peer::export(out, &changes);
-            if !msgs.is_empty() {
-                p.updates_out += msgs.len() as u64;
-                self.out.push(Output::Send(ip, msgs));
-            }
-        }
-        // Refreshes after the deferred changes: they re-send what those set up.
-        for family in std::mem::take(&mut p.refreshes) {
-            if let Ok(msgs) = out.rib.refresh(family, &out.tx, out.enhanced) {
-                p.updates_out += msgs.len() as u64;
-                self.out.push(Output::Send(ip, msgs));
-            }
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod core;
 pub mod gr;
 pub mod limits;
 mod peer;
+mod policy;
 mod task;
 
 pub use task::{spawn, spawn_routed};
@@ -22,12 +23,14 @@ pub use task::{spawn, spawn_routed};
 pub use task::{spawn_with, Link, Spawner};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
 use tokio::sync::oneshot;
 
 use crate::fsm::Negotiated;
+use crate::policy::{PeerPolicy, RouteSource};
 use crate::rib::export::Exported;
 use crate::rib::{Best, BestChange};
 use crate::wire::{Family, PathAttributes};
@@ -94,6 +97,14 @@ pub struct PeerConfig {
     /// more ends the session with Cease / Maximum Number of Prefixes Reached (RFC
     /// 4486) and keeps it down for [`LIMIT_HOLD_DOWN`] or longer. None: no limit.
     pub max_prefixes: Option<u32>,
+    /// Route policy (`tern_bgp::policy`): the import program runs on every route the
+    /// peer sends, after the RFC import checks and before its Adj-RIB-In (a rejected
+    /// route counts as a withdrawal of that prefix by the peer); the export program on
+    /// every route we would send it (learnt, reflected and our own), before its
+    /// Adj-RIB-Out, and its changes (communities, prepends, LOCAL_PREF) go into what is
+    /// sent. None: accept everything unchanged (only the RFC rules apply).
+    /// [`SpeakerCommand::SetPolicy`] replaces it on a running session.
+    pub policy: Option<Arc<PeerPolicy>>,
 }
 
 impl PeerConfig {
@@ -123,6 +134,7 @@ impl PeerConfig {
             open_hold_time: None,
             send_hold_time: None,
             max_prefixes: None,
+            policy: None,
         }
     }
 }
@@ -173,9 +185,21 @@ pub enum SpeakerCommand {
         prefix: IpNet,
         /// Its attributes (ORIGIN, communities); AS_PATH empty.
         attrs: PathAttributes,
+        /// Where it comes from, for export policy: `Originated` for blocks and
+        /// service routes, `Kernel` for a workload's address borrowed from another
+        /// node's block (BIRD learns those from the kernel).
+        source: RouteSource,
+        /// Its interface (a borrowed workload address: the workload's `cali*`
+        /// interface), for policy's interface conditions.
+        interface: Option<String>,
     },
     /// Stop originating a route.
     Withdraw(IpNet),
+    /// Replace a peer's route policy without resetting its session: routes sent to it
+    /// are judged again and only the difference is sent; paths it sent that the new
+    /// import program rejects go at once, and the peer is asked to send its routes
+    /// again (ROUTE-REFRESH, when negotiated) so that ones rejected before may pass.
+    SetPolicy(IpAddr, Arc<PeerPolicy>),
     /// Start a session with a new peer (a configuration change); ignored if a peer
     /// with that address exists.
     AddPeer(PeerConfig),
@@ -206,6 +230,10 @@ pub struct PeerStats {
     pub advertised: u64,
     /// Paths held from it (its Adj-RIB-In after the import checks).
     pub received: u64,
+    /// Routes from it its import policy rejected (each rejected announcement).
+    pub rejected_import: u64,
+    /// Routes its export policy kept from it (each time a route was judged).
+    pub filtered_export: u64,
 }
 
 /// What the speaker tells whoever installs routes, on a channel of its own (see
@@ -230,8 +258,13 @@ pub enum SpeakerEvent {
     PeerUp(SocketAddr, Box<Negotiated>),
     /// A session went down.
     PeerDown(SocketAddr, String),
-    /// A peer's route was refused by the import checks.
+    /// A peer's route was refused by the import checks, or one of its routes by its
+    /// import or export policy (the first time per statement and direction, naming
+    /// the statement); also malformed UPDATEs and prefix limits.
     Rejected(SocketAddr, String),
+    /// A peer's route policy was replaced on its running session: what changed
+    /// (paths withdrawn, differences sent, ROUTE-REFRESH asked for or not possible).
+    PolicyChanged(SocketAddr, String),
     /// A connection from an address that is not a peer was refused.
     Refused(SocketAddr),
     /// A session's RFC 4271 state changed (`Connect`, `Active`, `OpenSent`, ...).

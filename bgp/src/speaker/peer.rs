@@ -1,8 +1,9 @@
 //! What the core keeps per peer, and what it derives from a peer's configuration: the
 //! session's settings and capabilities, the import and export policies. The two policy
-//! functions here ([`import`] and [`export`]) are the only places routes pass between a
-//! peer and the RIB, so a per-peer route-policy stage belongs in them. Our own routes
-//! enter the RIB as UPDATEs of ours ([`own_route`], [`own_withdrawal`]).
+//! functions here ([`import`] and [`Peer::export`]) are the only places routes pass
+//! between a peer and the RIB: the RFC rules and then the peer's route policy
+//! (`super::policy`) run there. Our own routes enter the RIB as UPDATEs of ours
+//! ([`own_route`], [`own_withdrawal`]).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -23,6 +24,7 @@ use crate::wire::{
 };
 
 use super::gr::Helper;
+use super::policy::{self, ExportView, OwnRoutes, Refused};
 use super::{PeerConfig, SpeakerConfig, DEFAULT_RESTART_TIME};
 
 /// What an established session sends with: its Adj-RIB-Out and codec options.
@@ -65,6 +67,15 @@ pub(super) struct Peer {
     /// RFC 7606 errors already reported this session (attribute code, subcode): each
     /// kind is logged once with its bytes, not for every UPDATE a broken peer repeats.
     pub malformed_seen: Vec<(u8, u8)>,
+    /// The session negotiated route refresh (plain or enhanced): we may ask the peer
+    /// to send its routes again after a new import policy.
+    pub route_refresh: bool,
+    /// Routes its import policy rejected, routes its export policy kept from it.
+    pub rejected_import: u64,
+    pub filtered_export: u64,
+    /// Policy statements whose first rejection was reported (`import …`/`export …`):
+    /// one event per statement and direction, not one per route.
+    pub reported: BTreeSet<String>,
 }
 
 impl Peer {
@@ -84,7 +95,69 @@ impl Peer {
             refreshes: Vec::new(),
             limit_reset: None,
             malformed_seen: Vec::new(),
+            route_refresh: false,
+            rejected_import: 0,
+            filtered_export: 0,
+            reported: BTreeSet::new(),
         }
+    }
+
+    /// Counts routes a policy program refused and returns the texts of the first
+    /// rejection by each statement (`export` false: import).
+    pub fn refused(&mut self, export: bool, refused: Vec<Refused>) -> Vec<String> {
+        let dir = if export { "export" } else { "import" };
+        if export {
+            self.filtered_export += refused.len() as u64;
+        } else {
+            self.rejected_import += refused.len() as u64;
+        }
+        let mut texts = Vec::new();
+        for r in refused {
+            if self.reported.insert(format!("{dir} {}", r.label)) {
+                let tail = "; further ones by this statement are counted, not reported";
+                let what = if r.label == "default" {
+                    format!("{dir} policy default")
+                } else {
+                    format!("{dir} policy: {}", r.label)
+                };
+                texts.push(format!("{what} rejected {}{tail}", r.prefix));
+            }
+        }
+        texts
+    }
+
+    /// Export: Loc-RIB changes through the peer's export policy and export rules
+    /// into its Adj-RIB-Out, as the UPDATEs to send (counted), with the texts of first
+    /// rejections. Every route sent to a peer (initial table, changes, deferred
+    /// changes, a new policy) passes here and only here; ROUTE-REFRESH answers repeat
+    /// what passed. Nothing when the session is not established.
+    pub fn export(
+        &mut self,
+        spk: &SpeakerConfig,
+        own: &OwnRoutes,
+        changes: &[BestChange],
+    ) -> (Vec<Bytes>, Vec<String>) {
+        let Some(out) = self.out.as_mut() else {
+            return (Vec::new(), Vec::new());
+        };
+        let Some(pol) = self.cfg.policy.as_deref() else {
+            let msgs = out.rib.apply(changes, &out.tx).unwrap_or_default();
+            self.updates_out += msgs.len() as u64;
+            return (msgs, Vec::new());
+        };
+        let local_as = self.cfg.local_as.unwrap_or(spk.local_as);
+        let view = ExportView {
+            program: &pol.export,
+            peer: policy::peer_type(local_as, self.cfg.peer_as),
+            own,
+            address: self.cfg.address.ip(),
+            refuses_ibgp: local_as == self.cfg.peer_as && spk.cluster_id.is_none(),
+        };
+        let mut refused = Vec::new();
+        let filtered = view.changes(changes, &mut refused);
+        let msgs = out.rib.apply(&filtered, &out.tx).unwrap_or_default();
+        self.updates_out += msgs.len() as u64;
+        (msgs, self.refused(true, refused))
     }
 
     /// Forgets the session: what it was sent, what waits for it.
@@ -221,8 +294,11 @@ pub(super) fn export_policy(cfg: &SpeakerConfig, p: &PeerConfig) -> ExportPolicy
     }
 }
 
-/// Import: an UPDATE from peer `p` (as `source`) through the import checks into the
-/// RIB. Every path a peer sends passes here and only here.
+/// Import: an UPDATE from peer `p` (as `source`) through the RFC import checks and
+/// then the peer's import policy into the RIB. Every path a peer sends passes here and
+/// only here. Returns the Loc-RIB changes, the RFC check that failed (the whole UPDATE
+/// is then treated as withdrawn) and the routes the policy rejected (each treated as a
+/// withdrawal of its prefix).
 pub(super) fn import(
     rib: &mut Rib,
     cfg: &SpeakerConfig,
@@ -230,8 +306,8 @@ pub(super) fn import(
     p: &PeerConfig,
     source: &Arc<PeerSource>,
     update: &Update,
-) -> (Vec<BestChange>, Option<Rejection>) {
-    let policy = ImportPolicy {
+) -> (Vec<BestChange>, Option<Rejection>, Vec<Refused>) {
+    let checks = ImportPolicy {
         local_as: p.local_as.unwrap_or(cfg.local_as),
         allowas_in: p.allowas_in,
         ebgp: source.ebgp,
@@ -240,14 +316,28 @@ pub(super) fn import(
         cluster_id: cfg.cluster_id,
         own: Arc::clone(own),
     };
-    rib.import_update(source, update, &policy)
-}
-
-/// Export: Loc-RIB changes through a peer's export rules into its Adj-RIB-Out, as
-/// the UPDATEs to send. Every route sent to a peer (initial table, changes, deferred
-/// changes) passes here and only here; ROUTE-REFRESH answers repeat what passed.
-pub(super) fn export(out: &mut Out, changes: &[BestChange]) -> Vec<Bytes> {
-    out.rib.apply(changes, &out.tx).unwrap_or_default()
+    let Some(pol) = p.policy.as_deref() else {
+        let (changes, rejection) = rib.import_update(source, update, &checks);
+        return (changes, rejection, Vec::new());
+    };
+    let passes = crate::rib::import::check(&update.attributes, &checks)
+        .and_then(|()| crate::rib::import::check_next_hops(update, &checks));
+    if update.treat_as_withdraw() || passes.is_err() {
+        // Withdrawn whatever the policy says.
+        let (changes, rejection) = rib.import_update(source, update, &checks);
+        return (changes, rejection, Vec::new());
+    }
+    let kind = if source.ebgp {
+        crate::policy::PeerType::External
+    } else {
+        crate::policy::PeerType::Internal
+    };
+    let (updates, refused) = policy::import(&pol.import, kind, update);
+    let mut changes = Vec::new();
+    for u in &updates {
+        changes.extend(rib.apply_update(source, u));
+    }
+    (changes, None, refused)
 }
 
 /// The UPDATE that puts our own route for `prefix` into the RIB.

@@ -182,7 +182,18 @@ impl Driver {
 
     async fn command(&mut self, c: SpeakerCommand) {
         let input = match c {
-            SpeakerCommand::Originate { prefix, attrs } => Input::Originate { prefix, attrs },
+            SpeakerCommand::Originate {
+                prefix,
+                attrs,
+                source,
+                interface,
+            } => Input::Originate {
+                prefix,
+                attrs,
+                source,
+                interface,
+            },
+            SpeakerCommand::SetPolicy(ip, policy) => Input::SetPolicy(ip, policy),
             SpeakerCommand::Withdraw(prefix) => Input::Withdraw(prefix),
             SpeakerCommand::AddPeer(p) => Input::AddPeer(p),
             SpeakerCommand::RemovePeer(ip, text) => Input::RemovePeer(ip, text),

@@ -2,10 +2,15 @@
 //! input (see `README.md` next to this file).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
 use tern_bgp::fsm::{DownReason, Negotiated};
+use tern_bgp::policy::{
+    Action, Condition, Decision, Modification, PeerPolicy, PeerType, PrefixOp, Program,
+    RouteSource, Statement,
+};
 use tern_bgp::speaker::{PeerConfig, SpeakerConfig};
 use tern_bgp::wire::{
     AsPath, CodecOptions, Community, Family, GracefulRestart, GracefulRestartFamily, MpNextHop,
@@ -139,6 +144,7 @@ pub fn up(words: &[&str]) -> (IpAddr, Negotiated) {
             "nof" => forwarding = false,
             "add-path" => add_path = true,
             "enhanced" => n.enhanced_route_refresh = true,
+            "no-refresh" => n.route_refresh = false,
             _ => panic!("up: unknown word {k:?}"),
         }
     }
@@ -277,4 +283,107 @@ pub fn down_reason(w: &str) -> DownReason {
         "notification" => DownReason::NotificationReceived("Cease / Administrative Reset".into()),
         _ => panic!("down: connection-lost, stopped or notification, got {w:?}"),
     }
+}
+
+/// `a:b`: a standard community.
+fn community(s: &str) -> Community {
+    let (hi, lo) = s
+        .split_once(':')
+        .unwrap_or_else(|| panic!("community {s:?}: a:b"));
+    Community(hi.parse::<u32>().unwrap() << 16 | lo.parse::<u32>().unwrap())
+}
+
+/// One program: `[<label> if <condition>... then [community a:b]... accept|reject|continue ;]...
+/// default accept|reject`. Conditions: `prefix <cidr>` (equal), `in <cidr>` (inside),
+/// `source bgp|originated|kernel`, `peer-type internal|external`, `iface <pattern>`,
+/// `community a:b`. In a label, `_` stands for a space.
+fn program(words: &[&str]) -> Program {
+    let parts: Vec<&[&str]> = words.split(|w| *w == ";").collect();
+    let (last, stmts) = parts.split_last().expect("a program");
+    let default = match last {
+        ["default", "accept"] => Decision::Accept,
+        ["default", "reject"] => Decision::Reject,
+        _ => panic!("program: ends with default accept|reject, got {last:?}"),
+    };
+    let statements = stmts.iter().map(|s| statement(s)).collect();
+    Program {
+        statements,
+        default,
+    }
+}
+
+fn statement(words: &[&str]) -> Statement {
+    let [label, "if", rest @ ..] = words else {
+        panic!("statement: <label> if ... then ..., got {words:?}");
+    };
+    let then = rest
+        .iter()
+        .position(|w| *w == "then")
+        .expect("statement: a then");
+    let mut conditions = Vec::new();
+    let mut w = rest[..then].iter();
+    while let Some(k) = w.next() {
+        let arg = *w
+            .next()
+            .unwrap_or_else(|| panic!("condition {k}: an argument"));
+        conditions.push(match *k {
+            "prefix" => Condition::Prefix {
+                cidr: arg.parse().unwrap(),
+                op: PrefixOp::Equal,
+            },
+            "in" => Condition::Prefix {
+                cidr: arg.parse().unwrap(),
+                op: PrefixOp::In,
+            },
+            "source" => Condition::Source(match arg {
+                "bgp" => RouteSource::Bgp,
+                "originated" => RouteSource::Originated,
+                "kernel" => RouteSource::Kernel,
+                _ => panic!("source {arg:?}"),
+            }),
+            "peer-type" => Condition::PeerType(match arg {
+                "internal" => PeerType::Internal,
+                "external" => PeerType::External,
+                _ => panic!("peer-type {arg:?}"),
+            }),
+            "iface" => Condition::Interface(arg.to_string()),
+            "community" => Condition::Community(community(arg)),
+            _ => panic!("condition {k:?}"),
+        });
+    }
+    let mut modifications = Vec::new();
+    let mut action = None;
+    let mut w = rest[then + 1..].iter();
+    while let Some(k) = w.next() {
+        match *k {
+            "community" => modifications.push(Modification::AddCommunity(community(
+                w.next().expect("community a:b"),
+            ))),
+            "accept" => action = Some(Action::Accept),
+            "reject" => action = Some(Action::Reject),
+            "continue" => action = Some(Action::Continue),
+            _ => panic!("then: unknown word {k:?}"),
+        }
+    }
+    Statement {
+        label: label.replace('_', " "),
+        conditions,
+        modifications,
+        action: action.expect("then: accept, reject or continue"),
+    }
+}
+
+/// `<peer> import <program> export <program>` (either may be left out: accept all).
+pub fn policy(words: &[&str]) -> (IpAddr, Arc<PeerPolicy>) {
+    let peer = ip(words[0]);
+    let rest = &words[1..];
+    let at = |k: &str| rest.iter().position(|w| *w == k);
+    let accept_all = || Program::default_only(Decision::Accept);
+    let (import, export) = match (at("import"), at("export")) {
+        (Some(i), Some(e)) if i < e => (program(&rest[i + 1..e]), program(&rest[e + 1..])),
+        (Some(i), None) => (program(&rest[i + 1..]), accept_all()),
+        (None, Some(e)) => (accept_all(), program(&rest[e + 1..])),
+        _ => panic!("policy: <peer> [import <program>] [export <program>], got {words:?}"),
+    };
+    (peer, Arc::new(PeerPolicy { import, export }))
 }

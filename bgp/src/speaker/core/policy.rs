@@ -1,0 +1,138 @@
+//! A peer's route policy replaced on a running session ([`Input::SetPolicy`]), without
+//! a reset: a new export program judges the Loc-RIB again and only the difference goes
+//! out; a new import program judges the paths the peer sent again (those now rejected
+//! go at once) and, when the session negotiated route refresh, asks the peer to send
+//! its routes again so that ones rejected before may pass.
+//!
+//! [`Input::SetPolicy`]: super::Input::SetPolicy
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::policy::{Decision, PeerPolicy, PeerType, Program};
+use crate::rib::BestChange;
+use crate::wire::{CodecOptions, Message, RefreshSubtype, RouteRefresh};
+
+use super::super::policy as speaker_policy;
+use super::{Output, Speaker, SpeakerEvent};
+
+impl Speaker {
+    /// Replaces peer `ip`'s policy; a session that is not established takes it with
+    /// its next session.
+    pub(super) fn set_policy(&mut self, ip: IpAddr, policy: Arc<PeerPolicy>) {
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
+        };
+        // No policy is the same as accepting everything unchanged.
+        let old = p.cfg.policy.replace(Arc::clone(&policy));
+        let all = Program::default_only(Decision::Accept);
+        let import_changed = old.as_ref().map_or(&all, |o| &o.import) != &policy.import;
+        let export_changed = old.as_ref().map_or(&all, |o| &o.export) != &policy.export;
+        if p.source.is_none() {
+            return;
+        }
+        let mut said = Vec::new();
+        if import_changed {
+            said.push(self.reimport(ip, &policy));
+        }
+        if export_changed {
+            said.push(self.reexport(ip));
+        }
+        if let Some(p) = self.peers.get(&ip) {
+            if !said.is_empty() {
+                let e = SpeakerEvent::PolicyChanged(p.cfg.address, said.join("; "));
+                self.event(e);
+            }
+        }
+    }
+
+    /// The new import program on what peer `ip` sent: rejected paths withdrawn, then
+    /// a ROUTE-REFRESH request per family when negotiated. Returns what was done.
+    fn reimport(&mut self, ip: IpAddr, policy: &PeerPolicy) -> String {
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return String::new();
+        };
+        let Some(source) = p.source.clone() else {
+            return String::new();
+        };
+        let kind = if source.ebgp {
+            PeerType::External
+        } else {
+            PeerType::Internal
+        };
+        let (u, refused) = speaker_policy::reimport(&self.rib, &policy.import, ip, kind);
+        let gone = refused.len();
+        let texts = p.refused(false, refused);
+        let mut text = format!("new import policy: {gone} path(s) it sent now rejected");
+        if p.route_refresh {
+            // The session's codec options when the table went out; ROUTE-REFRESH
+            // encodes the same under any.
+            let tx = p.out.as_ref().map_or(CodecOptions::default(), |o| o.tx);
+            let msgs: Vec<bytes::Bytes> = p
+                .families
+                .iter()
+                .filter_map(|f| {
+                    let r = RouteRefresh {
+                        family: *f,
+                        subtype: RefreshSubtype::Request,
+                    };
+                    Message::RouteRefresh(r).encode(&tx).ok()
+                })
+                .collect();
+            text.push_str("; ROUTE-REFRESH sent so routes rejected before are judged again");
+            if !msgs.is_empty() {
+                self.out.push(Output::Send(ip, msgs));
+            }
+        } else {
+            text.push_str(
+                "; the session did not negotiate route refresh: routes rejected before \
+                 are judged again with the next session",
+            );
+        }
+        let address = p.cfg.address;
+        for t in texts {
+            self.event(SpeakerEvent::Rejected(address, t));
+        }
+        let changes = self.rib.apply_update(&source, &u);
+        self.propagate(changes);
+        text
+    }
+
+    /// The new export program on the Loc-RIB for peer `ip`: only the difference is
+    /// sent. Returns what was done.
+    fn reexport(&mut self, ip: IpAddr) -> String {
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return String::new();
+        };
+        if p.out.is_none() {
+            // Held while we restart: the table goes out under the new policy.
+            return "new export policy: applies to the table still to be sent".into();
+        }
+        if p.stalled || !p.deferred.is_empty() {
+            p.deferred
+                .extend(self.rib.iter().map(|(prefix, _)| *prefix));
+            return "new export policy: the peer is not reading; applies once it does".into();
+        }
+        let all: Vec<BestChange> = self
+            .rib
+            .iter()
+            .map(|(prefix, b)| BestChange {
+                prefix: *prefix,
+                now: Some(b.clone()),
+            })
+            .collect();
+        let (msgs, texts) = p.export(&self.cfg, &self.origins, &all);
+        let address = p.cfg.address;
+        let text = format!(
+            "new export policy: {} UPDATE(s) of differences sent",
+            msgs.len()
+        );
+        if !msgs.is_empty() {
+            self.out.push(Output::Send(ip, msgs));
+        }
+        for t in texts {
+            self.event(SpeakerEvent::Rejected(address, t));
+        }
+        text
+    }
+}
