@@ -56,6 +56,23 @@ impl Kind {
     }
 }
 
+/// BIRD in the foreground in `ns`, with its config, control socket and PID file in
+/// `dir` (`bird.conf`, `bird.ctl`, `bird.pid`).
+pub fn bird_command(ns: &Netns, dir: &Path) -> std::process::Command {
+    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let mut c = ns.command("bird");
+    c.args([
+        "-f",
+        "-c",
+        &p("bird.conf"),
+        "-s",
+        &p("bird.ctl"),
+        "-P",
+        &p("bird.pid"),
+    ]);
+    c
+}
+
 /// A running peer daemon.
 #[derive(Debug)]
 pub struct Peer {
@@ -79,17 +96,7 @@ impl Peer {
             Kind::Bird => {
                 std::fs::write(dir.join("bird.conf"), config)
                     .map_err(|e| io("write bird.conf", e))?;
-                let mut c = ns.command("bird");
-                c.args([
-                    "-f",
-                    "-c",
-                    &p("bird.conf"),
-                    "-s",
-                    &p("bird.ctl"),
-                    "-P",
-                    &p("bird.pid"),
-                ]);
-                c
+                bird_command(ns, dir)
             }
             Kind::Gobgp => {
                 std::fs::write(dir.join("gobgpd.toml"), config)

@@ -299,16 +299,7 @@ impl Dut {
             }
             DutKind::Bird => {
                 write("bird.conf", spec.bird_conf())?;
-                let mut c = ns.command("bird");
-                c.args([
-                    "-f",
-                    "-c",
-                    &p("bird.conf"),
-                    "-s",
-                    &p("bird.ctl"),
-                    "-P",
-                    &p("bird.pid"),
-                ]);
+                let mut c = crate::peers::bird_command(ns, &spec.dir);
                 if recovery {
                     c.arg("-R");
                 }
