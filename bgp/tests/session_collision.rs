@@ -1,5 +1,5 @@
 //! Connection collisions (RFC 4271 §6.8) between two tern session drivers on loopback
-//! (127.0.N.1 and 127.0.N.2, no root): both dial each other at the same moment, many
+//! (127.X.N.1 and 127.X.N.2, no root): both dial each other at the same moment, many
 //! pairs at once with the identifiers either way round. Each pair must reach
 //! Established on both ends, without a flap, over exactly one TCP connection — and when
 //! both connections were up before either OPEN was read (the accept loops start late),
@@ -68,14 +68,14 @@ fn node(me: &End, peer_addr: Ipv4Addr, peer_port: u16, peer_as: u32, listener: L
 }
 
 /// Established TCP connections from `local` to `remote` as (local port, remote port),
-/// read from /proc/net/tcp (addresses there are little-endian hex on x86 and ARM).
+/// read from /proc/net/tcp (addresses there are the raw network-order word in hex).
 fn connections(local: Ipv4Addr, remote: Ipv4Addr) -> Vec<(u16, u16)> {
     let text = std::fs::read_to_string("/proc/net/tcp").unwrap();
     let parse = |s: &str| -> Option<(Ipv4Addr, u16)> {
         let (ip, port) = s.split_once(':')?;
         let ip = u32::from_str_radix(ip, 16).ok()?;
         Some((
-            Ipv4Addr::from(ip.swap_bytes()),
+            Ipv4Addr::from(u32::from_be(ip)),
             u16::from_str_radix(port, 16).ok()?,
         ))
     };
@@ -94,6 +94,7 @@ fn connections(local: Ipv4Addr, remote: Ipv4Addr) -> Vec<(u16, u16)> {
 /// Waits for Up on `n`, counting Downs; returns how many Downs came before it.
 async fn wait_up(n: &mut Node, until: Instant) -> Result<usize, String> {
     let mut downs = 0;
+    let mut states = Vec::new();
     loop {
         match tokio::time::timeout_at(until, n.events.recv()).await {
             Ok(Some(SessionEvent::Up { .. })) => return Ok(downs),
@@ -101,9 +102,10 @@ async fn wait_up(n: &mut Node, until: Instant) -> Result<usize, String> {
                 eprintln!("down before up: {reason}");
                 downs += 1;
             }
+            Ok(Some(SessionEvent::StateChanged { to, .. })) => states.push(to),
             Ok(Some(_)) => {}
             Ok(None) => return Err("the session task ended".into()),
-            Err(_) => return Err("not Established in time".into()),
+            Err(_) => return Err(format!("not Established in time; states {states:?}")),
         }
     }
 }
@@ -187,6 +189,12 @@ async fn pair(n: u8, a: End, b: End, late_accept: bool) -> Result<Kept, String> 
     }
 }
 
+/// The second octet of this run's loopback addresses: another run at the same time
+/// (another copy of the test) must not count this one's connections.
+fn net() -> u8 {
+    u8::try_from(std::process::id() % 250).unwrap_or(0) + 1
+}
+
 /// The pairs: identifiers either way round, and equal identifiers between two ASes.
 fn ends(n: u8) -> (End, End, bool) {
     let id = |x: u8| Ipv4Addr::new(198, 51, 100, x);
@@ -198,12 +206,12 @@ fn ends(n: u8) -> (End, End, bool) {
     };
     let a_wins = (u32::from(a_id), a_as) > (u32::from(b_id), b_as);
     let a = End {
-        addr: Ipv4Addr::new(127, 0, n, 1),
+        addr: Ipv4Addr::new(127, net(), n, 1),
         id: a_id,
         asn: a_as,
     };
     let b = End {
-        addr: Ipv4Addr::new(127, 0, n, 2),
+        addr: Ipv4Addr::new(127, net(), n, 2),
         id: b_id,
         asn: b_as,
     };

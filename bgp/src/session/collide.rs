@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::{reject, send_notification, Driver};
-use crate::fsm::collision::{first_message, FirstMessage, Side, Verdict};
+use crate::fsm::collision::{first_message, FirstMessage, Side, Stage, Verdict};
 use crate::fsm::{Event, State};
 use crate::wire::notification::code;
 use crate::wire::Open;
@@ -49,12 +49,13 @@ impl Driver {
                 self.apply(verdicts, Some(s)).await;
             }
             Err(_) => {
-                self.collision.closed(Side::Ours);
+                let verdicts = self.collision.closed(Side::Ours);
                 // Only a machine still waiting for a connection cares; one that runs
                 // on the peer's connection goes on.
                 if self.conn.is_none() {
                     self.feed(Event::TcpFailed).await;
                 }
+                self.apply(verdicts, None).await;
             }
         }
     }
@@ -63,8 +64,9 @@ impl Driver {
     /// the session (the core says so), this one goes quietly; otherwise the machine
     /// sees the failure.
     pub(super) async fn conn_lost(&mut self) {
-        let carry_on = self.collision.closed(self.conn_side);
-        if carry_on.is_some() && self.second.is_some() {
+        let verdicts = self.collision.closed(self.conn_side);
+        let carry_on = verdicts.iter().any(|v| matches!(v, Verdict::Proceed(_)));
+        if carry_on && self.second.is_some() {
             self.feed(Event::ConnectionReplaced).await;
             self.settle().await;
         } else {
@@ -78,6 +80,10 @@ impl Driver {
             return;
         };
         first.extend_from_slice(bytes);
+        // Held: the other connection decides.
+        if self.collision.stage(self.conn_side) == Some(Stage::Waiting) {
+            return;
+        }
         match first_message(first) {
             FirstMessage::Incomplete => {}
             FirstMessage::Other => self.feed_first().await,
@@ -107,18 +113,22 @@ impl Driver {
         };
         let side = second.side;
         match read {
-            Ok(0) => return self.drop_second(None),
+            Ok(0) => return self.drop_second(None).await,
             Ok(n) => second
                 .inbox
                 .extend_from_slice(buf.get(..n).unwrap_or_default()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Err(_) => return self.drop_second(None),
+            Err(_) => return self.drop_second(None).await,
+        }
+        // Held: the machine's connection decides.
+        if self.collision.stage(side) == Some(Stage::Waiting) {
+            return;
         }
         match first_message(&second.inbox) {
             FirstMessage::Incomplete => {}
             // Not an OPEN: most likely the peer's Cease for this connection, as it
             // resolved the collision for the other one first.
-            FirstMessage::Other => self.drop_second(None),
+            FirstMessage::Other => self.drop_second(None).await,
             FirstMessage::Open { bgp_id, asn } => {
                 let verdicts = self.collision.open_received(side, bgp_id, asn);
                 self.apply(verdicts, None).await;
@@ -127,23 +137,25 @@ impl Driver {
     }
 
     /// The second connection's OPEN did not come in time.
-    pub(super) fn second_timed_out(&mut self) {
+    pub(super) async fn second_timed_out(&mut self) {
         if self
             .second
             .as_ref()
             .is_some_and(|s| s.deadline <= Instant::now())
         {
-            self.drop_second(Some(code::HOLD_TIMER_EXPIRED));
+            self.drop_second(Some(code::HOLD_TIMER_EXPIRED)).await;
         }
     }
 
-    /// Closes the second connection, with a NOTIFICATION of this code if given.
-    fn drop_second(&mut self, notify: Option<u8>) {
+    /// Closes the second connection, with a NOTIFICATION of this code if given; an
+    /// OPEN held on the machine's connection goes on.
+    async fn drop_second(&mut self, notify: Option<u8>) {
         if let Some(s) = self.second.take() {
             if let Some(c) = notify {
                 send_notification(&s.stream, c, 0);
             }
-            self.collision.closed(s.side);
+            let verdicts = self.collision.closed(s.side);
+            self.apply(verdicts, None).await;
         }
     }
 
@@ -185,13 +197,15 @@ impl Driver {
             self.feed(Event::TcpConnected).await;
             return;
         }
+        // Nothing is held on the machine's connection yet (this one just came up), so a
+        // close here has no verdict to carry out.
         let Some((open, bytes)) = self.fsm.open_message() else {
-            self.collision.closed(side);
+            let _ = self.collision.closed(side);
             return;
         };
         // A fresh socket takes a few dozen bytes at once; one that does not is broken.
         if !matches!(s.try_write(&bytes), Ok(n) if n == bytes.len()) {
-            self.collision.closed(side);
+            let _ = self.collision.closed(side);
             return;
         }
         self.second = Some(Second {
@@ -230,7 +244,7 @@ impl Driver {
 
     /// A machine left without a connection, while the second one is still in the
     /// running, takes it over with the OPEN already sent on it.
-    async fn settle(&mut self) {
+    pub(super) async fn settle(&mut self) {
         if self.conn.is_some() || !matches!(self.fsm.state(), State::Connect | State::Active) {
             return;
         }

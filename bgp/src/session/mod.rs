@@ -1,6 +1,10 @@
 //! `bgp::session`: the tokio driver of [`crate::fsm::Session`] — one task per peer that
 //! performs the machine's actions (connect, write, arm timers) and turns what happens
-//! on the socket and the clock into its events. No protocol decisions are made here.
+//! on the socket and the clock into its events. No protocol decisions are made here:
+//! a peer's second connection (RFC 4271 §6.8: both speakers dialled) is reported to
+//! [`crate::fsm::collision::Collision`], whose verdicts `collide` carries out — our OPEN
+//! on a connection as soon as it is up, Cease / Connection Collision Resolution on the
+//! loser, the winner handed to the machine.
 //!
 //! Writes go through a buffer that the task drains as the socket accepts bytes; while
 //! it holds more than the high-water mark the task stops taking commands, so a slow
@@ -254,7 +258,7 @@ async fn run(
                 continue;
             },
             _ = async { match second_deadline { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } }, if second_deadline.is_some() => {
-                d.second_timed_out();
+                d.second_timed_out().await;
                 continue;
             },
             r = async { match d.connecting.as_mut() { Some(f) => f.await, None => std::future::pending().await } }, if d.connecting.is_some() => {
@@ -308,6 +312,9 @@ async fn run(
         };
         let stop = matches!(event, Event::ManualStop(_)) && commands.is_closed();
         d.feed(event).await;
+        // The machine may have dropped its connection (the peer resolved the
+        // collision against it): the other one, if any, takes over.
+        d.settle().await;
         if stop {
             return;
         }
@@ -360,11 +367,13 @@ impl Driver {
             Action::Disconnect => {
                 // Best effort for what is queued (a NOTIFICATION above all), then close.
                 let _ = self.flush();
+                // What the core says next is carried out by `settle` once the
+                // machine has finished with this event.
                 if self.conn.take().is_some() {
-                    self.collision.closed(self.conn_side);
+                    let _ = self.collision.closed(self.conn_side);
                 }
                 if self.connecting.take().is_some() {
-                    self.collision.closed(Side::Ours);
+                    let _ = self.collision.closed(Side::Ours);
                 }
                 self.first = None;
                 self.out.clear();
