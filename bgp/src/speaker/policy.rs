@@ -267,7 +267,7 @@ impl ExportView<'_> {
         for p in &b.multipath {
             if Arc::ptr_eq(p, &b.best) {
                 multipath.extend(best.clone());
-            } else if let Some(p) = self.path(prefix, p, &mut Vec::new()) {
+            } else if let Some(p) = self.path(prefix, p, refused) {
                 multipath.push(p);
             }
         }
