@@ -125,6 +125,32 @@ impl Netns {
     pub fn enter_current_thread(&self) -> Result<()> {
         enter_thread(&self.name)
     }
+
+    /// Runs the future `f` makes to completion on a new thread inside this namespace,
+    /// on a current-thread tokio runtime: the sockets it opens live in the namespace,
+    /// and the calling thread stays where it is. Two namespaces run at once from two
+    /// scoped threads, each calling this.
+    pub fn block_on<F, Fut>(&self, f: F) -> Result<Fut::Output>
+    where
+        F: FnOnce() -> Fut + Send,
+        Fut: std::future::Future,
+        Fut::Output: Send,
+    {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                self.enter_current_thread()?;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        Error::Lab(format!("cannot build a runtime in {}: {e}", self.name))
+                    })?;
+                Ok(rt.block_on(f()))
+            })
+            .join()
+            .map_err(|_| Error::Lab(format!("the thread in namespace {} panicked", self.name)))?
+        })
+    }
 }
 
 /// A LAN: namespace `lan` holding a bridge, and one namespace per `(name, cidr)` in
@@ -243,6 +269,22 @@ mod tests {
         ] {
             assert!(check_lab_address(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn block_on_runs_inside_the_namespace_and_leaves_the_caller_outside() {
+        if let Err(reason) = crate::lab_available() {
+            return crate::skip_or_fail("netns_block_on", &reason);
+        }
+        let ns = Netns::create("tbo-block-on").unwrap_or_else(|e| panic!("{e}"));
+        let here = || std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino());
+        let outside = here().unwrap_or_else(|e| panic!("{e}"));
+        let inside = ns
+            .block_on(|| async { (here(), assert_thread_in_test_netns().is_ok()) })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(inside.0.unwrap_or_else(|e| panic!("{e}")), outside);
+        assert!(inside.1, "the future ran outside a test namespace");
+        assert_eq!(here().unwrap_or_else(|e| panic!("{e}")), outside);
     }
 
     #[test]
