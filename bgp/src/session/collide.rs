@@ -222,8 +222,13 @@ impl Driver {
     /// in progress is abandoned.
     async fn close(&mut self, side: Side, fresh: &mut Option<TcpStream>) {
         if side == self.conn_side {
-            if let Some(c) = self.conn.as_ref() {
-                reject(c);
+            // Taken first: the core already knows, and the machine's Disconnect must
+            // not report the close again (the slot may hold a newer connection now).
+            if let Some(c) = self.conn.take() {
+                reject(&c);
+                self.first = None;
+                self.out.clear();
+                self.blocked = false;
                 self.feed(Event::ConnectionReplaced).await;
                 return;
             }
