@@ -286,33 +286,11 @@ impl EtcdStore {
             let mut space = match listed {
                 Ok(space) => space,
                 Err(err) => {
-                    if reported {
-                        debug!(error = %err, "etcd still unavailable");
-                    } else {
-                        warn!(error = %err, "etcd unavailable; keeping the last snapshot");
-                        reported = true;
-                        if events
-                            .send(StoreEvent::Unavailable(err.to_string()))
-                            .await
-                            .is_err()
-                        {
-                            return;
-                        }
-                    }
-                    if until_closed(&events, tokio::time::sleep(backoff.next_delay()))
+                    if !self
+                        .outage(&err, &mut reported, &mut backoff, &events)
                         .await
-                        .is_none()
                     {
                         return;
-                    }
-                    // A fresh client, so that a connection wedged in a bad state cannot
-                    // keep the store down after etcd is back.
-                    match connect::new_client(&self.options, &self.label).await {
-                        Ok((client, credentials)) => {
-                            self.client = client;
-                            self.credentials = credentials;
-                        }
-                        Err(err) => debug!(error = %err, "cannot rebuild the etcd client"),
                     }
                     continue;
                 }
@@ -351,11 +329,7 @@ impl EtcdStore {
                     };
                     warn!(error = %err, "etcd value refused; keeping the last snapshot");
                     reported = true;
-                    if events
-                        .send(StoreEvent::Unavailable(err.to_string()))
-                        .await
-                        .is_err()
-                    {
+                    if !report_unavailable(&events, &err).await {
                         return;
                     }
                 }
@@ -371,6 +345,42 @@ impl EtcdStore {
                 return;
             }
         }
+    }
+
+    /// After a failed read: reports the outage once, waits the back-off, and builds a
+    /// fresh client. `false` when the daemon has stopped listening.
+    async fn outage(
+        &mut self,
+        err: &EtcdError,
+        reported: &mut bool,
+        backoff: &mut Backoff,
+        events: &mpsc::Sender<StoreEvent>,
+    ) -> bool {
+        if *reported {
+            debug!(error = %err, "etcd still unavailable");
+        } else {
+            warn!(error = %err, "etcd unavailable; keeping the last snapshot");
+            *reported = true;
+            if !report_unavailable(events, err).await {
+                return false;
+            }
+        }
+        if until_closed(events, tokio::time::sleep(backoff.next_delay()))
+            .await
+            .is_none()
+        {
+            return false;
+        }
+        // A fresh client, so that a connection wedged in a bad state cannot keep the
+        // store down after etcd is back.
+        match connect::new_client(&self.options, &self.label).await {
+            Ok((client, credentials)) => {
+                self.client = client;
+                self.credentials = credentials;
+            }
+            Err(err) => debug!(error = %err, "cannot rebuild the etcd client"),
+        }
+        true
     }
 
     /// One consistent read of everything tern needs.
@@ -509,6 +519,15 @@ async fn until_closed<T>(
         _ = events.closed() => None,
         value = work => Some(value),
     }
+}
+
+/// Tells the daemon the store cannot be read (`err` says why); `false` when the daemon
+/// has gone.
+async fn report_unavailable(events: &mpsc::Sender<StoreEvent>, err: &EtcdError) -> bool {
+    events
+        .send(StoreEvent::Unavailable(err.to_string()))
+        .await
+        .is_ok()
 }
 
 /// Sends the complete document set of `space`; `Err` when the daemon has gone.
