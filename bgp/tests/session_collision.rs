@@ -4,7 +4,9 @@
 //! Established on both ends, without a flap, over exactly one TCP connection — and when
 //! both connections were up before either OPEN was read (the accept loops start late),
 //! over the one opened by the side with the higher identifier (or, with equal
-//! identifiers, the higher AS: RFC 6286).
+//! identifiers, the higher AS: RFC 6286). Against a hand-driven peer: a connection in
+//! while our connect hangs gets our OPEN at once, a second connection from the peer
+//! replaces its first, and an Established session refuses a new one.
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test setup: a failure is the test failing
@@ -16,7 +18,8 @@ use std::time::Duration;
 use tern_bgp::fsm::{SessionConfig, State};
 use tern_bgp::session::listener::Listener;
 use tern_bgp::session::{self, Command, DriverConfig, SessionEvent, SessionHandle};
-use tern_bgp::wire::{Capability, Family};
+use tern_bgp::wire::notification::{cease_subcode, code};
+use tern_bgp::wire::{frame_len, Capability, CodecOptions, Family, Message, Open, MAX_MESSAGE_LEN};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -259,4 +262,185 @@ async fn simultaneous_dials_always_end_on_one_connection() {
     eprintln!(
         "32 pairs: {by_identifier} on the higher identifier's connection, {downs} Downs on the way up"
     );
+}
+
+/// A hand-driven peer on a raw socket.
+struct Raw {
+    s: tokio::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    async fn connect(from: Ipv4Addr, to: SocketAddr) -> Raw {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind(SocketAddr::new(IpAddr::V4(from), 0)).unwrap();
+        Raw {
+            s: sock.connect(to).await.unwrap(),
+            buf: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, m: Message) {
+        use tokio::io::AsyncWriteExt;
+        let b = m.encode(&CodecOptions::default()).unwrap();
+        self.s.write_all(&b).await.unwrap();
+    }
+
+    /// The next message, or None if the connection closed or nothing came in 3 s.
+    async fn next(&mut self) -> Option<Message> {
+        use tokio::io::AsyncReadExt;
+        loop {
+            if let Ok(Some(len)) = frame_len(&self.buf, MAX_MESSAGE_LEN) {
+                if len <= self.buf.len() {
+                    let frame: Vec<u8> = self.buf.drain(..len).collect();
+                    return Message::decode(frame.into(), &CodecOptions::default()).ok();
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            match tokio::time::timeout(Duration::from_secs(3), self.s.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
+                _ => return None,
+            }
+        }
+    }
+}
+
+fn open_from(id: Ipv4Addr) -> Message {
+    Message::Open(Open::new(
+        64512,
+        9,
+        id,
+        vec![Capability::Multiprotocol(Family::IPV4_UNICAST)],
+    ))
+}
+
+fn is_collision_cease(m: &Option<Message>) -> bool {
+    matches!(m, Some(Message::Notification(n))
+        if n.code == code::CEASE && n.subcode == cease_subcode::CONNECTION_COLLISION_RESOLUTION)
+}
+
+/// tern with one peer at `peer`, listening on `me`; started.
+async fn one(me: Ipv4Addr, peer: SocketAddr, id: Ipv4Addr) -> (Node, SocketAddr) {
+    let listener = Listener::bind(SocketAddr::new(IpAddr::V4(me), 0)).unwrap();
+    let at = listener.local_addr().unwrap();
+    let end = End {
+        addr: me,
+        id,
+        asn: 64512,
+    };
+    let IpAddr::V4(peer_ip) = peer.ip() else {
+        panic!("an IPv4 peer")
+    };
+    let n = node(&end, peer_ip, peer.port(), 64512, listener);
+    let (refused, _keep) = mpsc::channel(8);
+    tokio::spawn(n.listener.clone().run(refused));
+    n.handle.send(Command::Start).await.unwrap();
+    (n, at)
+}
+
+/// Our connect hangs (the peer's listen queue is full, so its SYNs are dropped) when
+/// the peer connects to us: that connection gets our OPEN at once and the session comes
+/// up on it, no timer needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incoming_connection_while_our_connect_hangs_gets_our_open_at_once() {
+    let (tern_ip, peer_ip) = (
+        Ipv4Addr::new(127, net(), 100, 1),
+        Ipv4Addr::new(127, net(), 100, 2),
+    );
+    // A listener that never accepts, its queue filled: further SYNs go unanswered.
+    let full = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    full.bind(&SocketAddr::new(IpAddr::V4(peer_ip), 0).into())
+        .unwrap();
+    full.listen(0).unwrap();
+    let full_at = full.local_addr().unwrap().as_socket().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let _ = s.connect(&full_at.into());
+        fillers.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (mut n, at) = one(tern_ip, full_at, Ipv4Addr::new(198, 51, 100, 1)).await;
+    // tern's SYN is out and unanswered by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut p = Raw::connect(peer_ip, at).await;
+    let first = p.next().await;
+    assert!(
+        matches!(first, Some(Message::Open(_))),
+        "our OPEN at once, got {first:?}"
+    );
+    p.send(open_from(Ipv4Addr::new(198, 51, 100, 2))).await;
+    assert!(matches!(p.next().await, Some(Message::Keepalive)));
+    p.send(Message::Keepalive).await;
+    wait_up(&mut n, Instant::now() + Duration::from_secs(5))
+        .await
+        .unwrap();
+}
+
+/// A second connection from the peer replaces the first (the peer gave up on it): the
+/// first is closed with Cease / Connection Collision Resolution, the second gets our
+/// OPEN and the session comes up on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_connection_from_the_peer_replaces_the_first() {
+    let (tern_ip, peer_ip) = (
+        Ipv4Addr::new(127, net(), 101, 1),
+        Ipv4Addr::new(127, net(), 101, 2),
+    );
+    // Nothing listens at the peer's address: our connects fail at once.
+    let (mut n, at) = one(
+        tern_ip,
+        SocketAddr::new(IpAddr::V4(peer_ip), 9),
+        Ipv4Addr::new(198, 51, 100, 1),
+    )
+    .await;
+    let mut old = Raw::connect(peer_ip, at).await;
+    assert!(matches!(old.next().await, Some(Message::Open(_))));
+    let mut new = Raw::connect(peer_ip, at).await;
+    assert!(is_collision_cease(&old.next().await), "the first is closed");
+    assert!(matches!(new.next().await, Some(Message::Open(_))));
+    new.send(open_from(Ipv4Addr::new(198, 51, 100, 2))).await;
+    assert!(matches!(new.next().await, Some(Message::Keepalive)));
+    new.send(Message::Keepalive).await;
+    wait_up(&mut n, Instant::now() + Duration::from_secs(5))
+        .await
+        .unwrap();
+}
+
+/// Once Established, a new connection from the peer is refused with Cease /
+/// Connection Collision Resolution and the session stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_established_session_refuses_a_new_connection() {
+    let (tern_ip, peer_ip) = (
+        Ipv4Addr::new(127, net(), 102, 1),
+        Ipv4Addr::new(127, net(), 102, 2),
+    );
+    let (mut n, at) = one(
+        tern_ip,
+        SocketAddr::new(IpAddr::V4(peer_ip), 9),
+        Ipv4Addr::new(198, 51, 100, 1),
+    )
+    .await;
+    let mut p = Raw::connect(peer_ip, at).await;
+    assert!(matches!(p.next().await, Some(Message::Open(_))));
+    p.send(open_from(Ipv4Addr::new(198, 51, 100, 2))).await;
+    assert!(matches!(p.next().await, Some(Message::Keepalive)));
+    p.send(Message::Keepalive).await;
+    wait_up(&mut n, Instant::now() + Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut late = Raw::connect(peer_ip, at).await;
+    assert!(is_collision_cease(&late.next().await));
+    // The session still answers on its connection.
+    p.send(Message::Keepalive).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    while let Ok(ev) = n.events.try_recv() {
+        assert!(
+            !matches!(
+                ev,
+                SessionEvent::Down { .. } | SessionEvent::StateChanged { .. }
+            ),
+            "{ev:?}"
+        );
+    }
 }
