@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use tern_interop::lab::probe::tern_cli;
 use tern_interop::netns::Netns;
 use tern_interop::peers::{wait_for, Kind, Peer};
 use tern_interop::process::Daemon;
@@ -149,20 +150,7 @@ impl Node {
     }
 
     fn cli(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(TERN)
-            .args(args)
-            .arg("--socket")
-            .arg(self.socket())
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        (
-            out.status.code().unwrap_or(-1),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+        tern_cli(Path::new(TERN), &self.socket(), args)
     }
 
     fn json(&self, args: &[&str]) -> serde_json::Value {

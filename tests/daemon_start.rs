@@ -5,9 +5,10 @@
 
 #![cfg(target_os = "linux")]
 
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
+use tern_interop::lab::probe::tern_cli;
 use tern_interop::netns::Netns;
 use tern_interop::peers::wait_for;
 use tern_interop::process::Daemon;
@@ -51,22 +52,7 @@ fn a_bad_first_configuration_is_explained_and_a_fix_is_picked_up() {
         .arg(dir.path().join("tern.yaml"));
     let mut tern =
         Daemon::spawn("tern", c, &dir.path().join("tern.log")).unwrap_or_else(|e| panic!("{e}"));
-    let cli = |args: &[&str]| {
-        let out = Command::new(TERN)
-            .args(args)
-            .arg("--socket")
-            .arg(&socket)
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        (
-            out.status.code().unwrap_or(-1),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
-    };
+    let cli = |args: &[&str]| tern_cli(Path::new(TERN), &socket, args);
     let log = || std::fs::read_to_string(dir.path().join("tern.log")).unwrap_or_default();
     wait_for(
         "the configuration error in status",

@@ -20,11 +20,11 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tern_interop::bench::measure::FibWatch;
 use tern_interop::etcd::Etcd;
+use tern_interop::lab::probe::tern_cli;
 use tern_interop::netns::{self, Netns};
 use tern_interop::peers::{wait_for, Kind, Peer};
 use tern_interop::process::Daemon;
@@ -103,20 +103,7 @@ impl Node {
     }
 
     fn cli(&self, args: &[&str]) -> (i32, String) {
-        let o = Command::new(TERN)
-            .args(args)
-            .arg("--socket")
-            .arg(self.dir.join("tern.sock"))
-            .output()
-            .expect("run tern");
-        (
-            o.status.code().unwrap_or(-1),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-        )
+        tern_cli(Path::new(TERN), &self.dir.join("tern.sock"), args)
     }
 
     /// Each peer's state and the time it entered it (a reset changes `since`).
