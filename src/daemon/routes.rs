@@ -167,6 +167,29 @@ pub async fn originate(
     }
 }
 
+/// Originates again the intent's borrowed addresses whose workload interface changed
+/// between two readings of the kernel's workload routes (first seen, or moved), so
+/// export policy judges them with the interface they have now.
+pub async fn reoriginate_borrowed(
+    intent: &Intent,
+    old: &BTreeMap<IpNet, String>,
+    new: &BTreeMap<IpNet, String>,
+    speaker: &mpsc::Sender<SpeakerCommand>,
+) {
+    for (prefix, o) in &intent.originated {
+        if o.source != OriginSource::Borrowed || !o.export || old.get(prefix) == new.get(prefix) {
+            continue;
+        }
+        let cmd = SpeakerCommand::Originate {
+            prefix: *prefix,
+            attrs: convert::origin_attrs(o),
+            source: RouteSource::Kernel,
+            interface: new.get(prefix).cloned(),
+        };
+        let _ = speaker.send(cmd).await;
+    }
+}
+
 /// Installs (or removes) the blackholes of the diff's own prefixes.
 pub async fn install_own(d: &IntentDiff, intent: &Intent, fib: &mpsc::Sender<FibMsg>, table: u32) {
     let want = own_routes(d, intent, table);

@@ -20,7 +20,7 @@ use super::fib_task::{start_fib, FibHandle, FibMsg};
 use super::routes::RibFilter;
 use super::state::State;
 use super::status::{notify_ready, notify_stopping, notify_watchdog, update_status};
-use super::{handler, intent, memory, metrics, start, status};
+use super::{handler, intent, memory, metrics, routes, start, status};
 use crate::control::server::Server;
 
 /// The main loop's own state.
@@ -162,6 +162,9 @@ impl Daemon {
                     None => return Err("the datastore task stopped".into()),
                 },
                 Some(w) = workload_rx.recv() => {
+                    if let (Some(i), Some(sp)) = (self.tracker.current(), &self.speaker) {
+                        routes::reoriginate_borrowed(i, &self.workloads, &w, sp).await;
+                    }
                     self.workloads = w;
                     self.sync_workloads().await;
                 }
