@@ -49,7 +49,7 @@ impl Side {
 }
 
 /// How far one connection got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Stage {
     /// Our connect is in progress (only [`Side::Ours`]).
     Connecting,

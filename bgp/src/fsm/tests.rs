@@ -3,8 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+use std::net::Ipv4Addr;
+
 use super::*;
-use crate::wire::{Family, Origin, PathAttributes};
+use crate::wire::{Family, Origin, PathAttributes, RouteRefresh, Update};
 
 const LOCAL_ID: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 1);
 const PEER_ID: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 2);
