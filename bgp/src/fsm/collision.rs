@@ -121,9 +121,12 @@ impl Collision {
         !self.detect_established && self.stage(side.other()) == Some(Stage::Established)
     }
 
-    /// Our connect started (a previous attempt, if any, is gone).
-    pub fn connecting(&mut self) {
+    /// Our connect started; a previous connection of ours, if any, is gone (and an
+    /// OPEN held on theirs goes on).
+    pub fn connecting(&mut self) -> Vec<Verdict> {
+        let out = self.closed(Side::Ours);
         self.ours = Some(Stage::Connecting);
+        out
     }
 
     /// Our connect succeeded.
@@ -215,23 +218,26 @@ impl Collision {
         }
     }
 
-    /// `side`'s connection closed (or our connect failed). `Proceed` names the
-    /// connection the session carries on with, if one is left and the closed one was
-    /// not the Established one (then the session itself ended); an OPEN held on it
-    /// goes on.
+    /// Whether the session would carry on with the other connection if `side`'s
+    /// closed: it is up, and `side`'s is not the Established one (whose end is the
+    /// session's).
+    pub fn carries_on(&self, side: Side) -> bool {
+        self.stage(side) != Some(Stage::Established)
+            && matches!(
+                self.stage(side.other()),
+                Some(Stage::OpenSent | Stage::Waiting | Stage::OpenConfirm)
+            )
+    }
+
+    /// `side`'s connection closed (or our connect failed). An OPEN held on the other
+    /// connection goes on (`Proceed`).
     pub fn closed(&mut self, side: Side) -> Vec<Verdict> {
-        let Some(was) = self.slot(side).take() else {
-            return Vec::new();
-        };
         let other = side.other();
-        match (was, self.stage(other)) {
-            (_, Some(Stage::Waiting)) => {
-                *self.slot(other) = Some(Stage::OpenConfirm);
-                vec![Verdict::Proceed(other)]
-            }
-            (Stage::Established, _) | (_, None | Some(Stage::Connecting)) => Vec::new(),
-            _ => vec![Verdict::Proceed(other)],
+        if self.slot(side).take().is_none() || self.stage(other) != Some(Stage::Waiting) {
+            return Vec::new();
         }
+        *self.slot(other) = Some(Stage::OpenConfirm);
+        vec![Verdict::Proceed(other)]
     }
 
     /// The session stopped: no connection is left.

@@ -64,14 +64,16 @@ impl Driver {
     /// the session (the core says so), this one goes quietly; otherwise the machine
     /// sees the failure.
     pub(super) async fn conn_lost(&mut self) {
-        let verdicts = self.collision.closed(self.conn_side);
-        let carry_on = verdicts.iter().any(|v| matches!(v, Verdict::Proceed(_)));
-        if carry_on && self.second.is_some() {
-            self.feed(Event::ConnectionReplaced).await;
-            self.settle().await;
+        let carry_on = self.collision.carries_on(self.conn_side) && self.second.is_some();
+        // The machine's Disconnect reports the close to the core; `settle` hands the
+        // second connection over (with an OPEN held on it, if any).
+        let lost = if carry_on {
+            Event::ConnectionReplaced
         } else {
-            self.feed(Event::TcpFailed).await;
-        }
+            Event::TcpFailed
+        };
+        self.feed(lost).await;
+        self.settle().await;
     }
 
     /// Bytes on the machine's connection before its first message was complete.

@@ -361,7 +361,9 @@ impl Driver {
         let peer = self.cfg.peer;
         match a {
             Action::Connect => {
-                self.collision.connecting();
+                // The machine connects only without a connection, so no connection of
+                // ours is up to close and nothing held on theirs to release.
+                let _ = self.collision.connecting();
                 self.connecting = Some(Box::pin(connect(self.cfg.clone())));
             }
             Action::Disconnect => {

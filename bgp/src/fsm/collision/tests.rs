@@ -27,10 +27,7 @@ fn run(c: &mut Collision, events: &[Ev]) -> Vec<Verdict> {
     let mut last = Vec::new();
     for e in events {
         last = match *e {
-            Connecting => {
-                c.connecting();
-                Vec::new()
-            }
+            Connecting => c.connecting(),
             Connected => c.connected(),
             Accepted => c.accepted(),
             Ev::Open(side, id, asn) => c.open_received(side, Ipv4Addr::from(id), asn),
@@ -288,11 +285,11 @@ fn rfc_4271_section_6_8() {
             left: (Some(OpenConfirm), None),
         },
         Case {
-            name: "a connection closed before its OPEN hands the session to the other",
+            name: "a connection closed before any OPEN: the other just goes on",
             local: (LOW, AS),
             detect_established: false,
             events: &[Connecting, Connected, Accepted, Ev::Closed(Ours)],
-            then: &[Proceed(Theirs)],
+            then: &[],
             left: (None, Some(OpenSent)),
         },
         Case {
@@ -376,6 +373,25 @@ fn rfc_4271_section_6_8() {
     }
 }
 
+#[test]
+fn the_session_carries_on_with_the_other_connection_only_if_it_is_up() {
+    let mut c = Collision::new(Ipv4Addr::from(HIGH), AS, false);
+    run(&mut c, &[Connecting, Accepted]);
+    assert!(c.carries_on(Ours), "theirs is up");
+    assert!(!c.carries_on(Theirs), "ours is only connecting");
+    run(&mut c, &[Connected]);
+    assert!(c.carries_on(Theirs));
+    let mut c = Collision::new(Ipv4Addr::from(HIGH), AS, false);
+    run(
+        &mut c,
+        &[Accepted, Ev::Open(Theirs, LOW, AS), Up(Theirs), Connecting],
+    );
+    assert!(
+        !c.carries_on(Theirs),
+        "the Established one ends the session"
+    );
+}
+
 /// Both speakers apply the rule to the same pair of identifiers, whichever order
 /// the OPENs arrive in: they keep the same connection (ours at one end is theirs at
 /// the other), and neither answers an OPEN on the other one.
@@ -435,4 +451,79 @@ fn the_first_message_is_read_only_when_complete() {
     let keepalive = Message::Keepalive.encode(&CodecOptions::default()).unwrap();
     assert_eq!(first_message(&keepalive), FirstMessage::Other);
     assert_eq!(first_message(&[0u8; 19]), FirstMessage::Other);
+}
+
+/// Any sequence of events a driver can report: nothing panics, at most one connection
+/// is ever past the OPEN exchange (never two sessions), and a held OPEN is always
+/// settled by the other connection's OPEN or close.
+#[test]
+fn random_event_sequences_keep_one_session_at_most() {
+    use proptest::prelude::*;
+    let event = prop_oneof![
+        Just(0u8),
+        Just(1),
+        Just(2),
+        Just(3),
+        Just(4),
+        Just(5),
+        Just(6),
+        Just(7),
+    ];
+    let ids = prop_oneof![Just(LOW), Just(HIGH)];
+    let mut runner = proptest::test_runner::TestRunner::default();
+    runner
+        .run(
+            &(
+                ids.clone(),
+                ids,
+                any::<bool>(),
+                proptest::collection::vec(event, 0..40),
+            ),
+            |(local, peer, detect, events)| {
+                let mut c = Collision::new(Ipv4Addr::from(local), AS, detect);
+                let past_open = |s: Option<Stage>| {
+                    matches!(
+                        s,
+                        Some(Stage::Waiting | Stage::OpenConfirm | Stage::Established)
+                    )
+                };
+                for e in events {
+                    // Only what a driver reports: an OPEN or Established on a
+                    // connection that exists and is at that point.
+                    let ev = match e {
+                        0 => Some(Connecting),
+                        1 if c.stage(Ours) == Some(Stage::Connecting) => Some(Connected),
+                        2 => Some(Accepted),
+                        3 | 4 => {
+                            let side = if e == 3 { Ours } else { Theirs };
+                            (c.stage(side) == Some(Stage::OpenSent))
+                                .then_some(Ev::Open(side, peer, AS))
+                        }
+                        5 => [Ours, Theirs]
+                            .into_iter()
+                            .find(|s| c.stage(*s) == Some(Stage::OpenConfirm))
+                            .map(Up),
+                        6 => Some(Ev::Closed(Ours)),
+                        7 => Some(Ev::Closed(Theirs)),
+                        _ => None,
+                    };
+                    let Some(ev) = ev else { continue };
+                    run(&mut c, &[ev]);
+                    prop_assert!(
+                        !(past_open(c.stage(Ours)) && past_open(c.stage(Theirs))),
+                        "{:?} {:?} after {ev:?}",
+                        c.stage(Ours),
+                        c.stage(Theirs)
+                    );
+                    // A held OPEN only ever waits for a connection that has none yet.
+                    for side in [Ours, Theirs] {
+                        if c.stage(side) == Some(Stage::Waiting) {
+                            prop_assert_eq!(c.stage(side.other()), Some(Stage::OpenSent));
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
 }
