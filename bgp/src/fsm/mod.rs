@@ -2,14 +2,16 @@
 //! sans-IO. Events go in (with the time, which the machine never reads itself),
 //! actions come out: connect, send these bytes, arm that timer, the session is up,
 //! these routes arrived, the session went down and why. The tokio driver
-//! (`bgp::session`, next) is a thin loop that performs the actions and feeds back the
+//! (`bgp::session`) is a thin loop that performs the actions and feeds back the
 //! events, so every transition here is tested with no socket and no sleep.
 //!
 //! Covered: Idle/Connect/Active/OpenSent/OpenConfirm/Established; passive peers;
 //! DelayOpen; per-peer hold, keepalive and connect-retry times; idle hold with
 //! exponential back-off for flapping peers (DampPeerOscillations); the send hold timer
-//! (RFC 9687) for a peer that stops reading; capability negotiation ([`negotiate`](mod@negotiate));
-//! the NOTIFICATION of every error path, including RFC 9003 shutdown text.
+//! (RFC 9687) for a peer that stops reading; capability negotiation
+//! ([`negotiate`](mod@negotiate)); the NOTIFICATION of every error path, including
+//! RFC 9003 shutdown text. The machine's vocabulary (states, events, actions,
+//! settings) is in `types`, re-exported here.
 //! Connection collision (RFC 4271 §6.8) is decided by [`collision`], also sans-IO, which
 //! follows both connections of a peer; this machine runs the one the session is on, and
 //! hears of a collision's outcome through [`Event::ConnectionReplaced`] and

@@ -80,9 +80,10 @@ pub enum Event {
     SendBlocked,
     /// The socket took bytes again.
     SendProgress,
-    /// Connection collision (RFC 4271 §6.8): the driver keeps the other connection.
-    /// This one is dropped quietly (no Down, no back-off); a `TcpConnected` for the
-    /// kept connection follows.
+    /// Connection collision (RFC 4271 §6.8, decided by [`super::collision`]): the
+    /// session goes on over the other connection. This one is dropped quietly (no
+    /// Down, no back-off, back to Active); `Adopt` (or `TcpConnected`) for the kept
+    /// connection follows.
     ConnectionReplaced,
     /// Connection collision (RFC 4271 §6.8): the connection that won, on which this
     /// OPEN (from [`super::Session::open_message`]) was already sent, becomes this machine's
