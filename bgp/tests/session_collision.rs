@@ -6,7 +6,8 @@
 //! over the one opened by the side with the higher identifier (or, with equal
 //! identifiers, the higher AS: RFC 6286). Against a hand-driven peer: a connection in
 //! while our connect hangs gets our OPEN at once, a second connection from the peer
-//! replaces its first, and an Established session refuses a new one.
+//! replaces its first, an Established session refuses a new one, and an OPEN held on
+//! the losing connection goes on when the winner closes.
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test setup: a failure is the test failing
@@ -288,6 +289,11 @@ impl Raw {
 
     /// The next message, or None if the connection closed or nothing came in 3 s.
     async fn next(&mut self) -> Option<Message> {
+        self.next_within(Duration::from_secs(3)).await
+    }
+
+    /// The next message, or None if the connection closed or nothing came in `wait`.
+    async fn next_within(&mut self, wait: Duration) -> Option<Message> {
         use tokio::io::AsyncReadExt;
         loop {
             if let Ok(Some(len)) = frame_len(&self.buf, MAX_MESSAGE_LEN) {
@@ -297,7 +303,7 @@ impl Raw {
                 }
             }
             let mut chunk = [0u8; 4096];
-            match tokio::time::timeout(Duration::from_secs(3), self.s.read(&mut chunk)).await {
+            match tokio::time::timeout(wait, self.s.read(&mut chunk)).await {
                 Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
                 _ => return None,
             }
@@ -443,4 +449,45 @@ async fn an_established_session_refuses_a_new_connection() {
             "{ev:?}"
         );
     }
+}
+
+/// The peer's OPEN on the losing connection (ours: the peer's identifier is higher) is
+/// held unanswered while the winner waits for its own; when the peer closes the winner
+/// without a word (GoBGP does with a connection it accepts in OpenSent), the held OPEN
+/// is answered and the session comes up on the loser after all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_open_goes_on_when_the_winning_connection_closes() {
+    let (tern_ip, peer_ip) = (
+        Ipv4Addr::new(127, net(), 103, 1),
+        Ipv4Addr::new(127, net(), 103, 2),
+    );
+    let peer_listener = tokio::net::TcpListener::bind(SocketAddr::new(IpAddr::V4(peer_ip), 0))
+        .await
+        .unwrap();
+    let (mut n, at) = one(
+        tern_ip,
+        peer_listener.local_addr().unwrap(),
+        Ipv4Addr::new(198, 51, 100, 1),
+    )
+    .await;
+    let (s, _) = peer_listener.accept().await.unwrap();
+    let mut ours = Raw { s, buf: Vec::new() };
+    assert!(matches!(ours.next().await, Some(Message::Open(_))));
+    let mut theirs = Raw::connect(peer_ip, at).await;
+    assert!(
+        matches!(theirs.next().await, Some(Message::Open(_))),
+        "the second connection gets our OPEN at once"
+    );
+    ours.send(open_from(Ipv4Addr::new(198, 51, 100, 2))).await;
+    let held = ours.next_within(Duration::from_millis(500)).await;
+    assert!(held.is_none(), "the loser's OPEN is held, got {held:?}");
+    drop(theirs);
+    assert!(
+        matches!(ours.next().await, Some(Message::Keepalive)),
+        "answered once the winner is gone"
+    );
+    ours.send(Message::Keepalive).await;
+    wait_up(&mut n, Instant::now() + Duration::from_secs(5))
+        .await
+        .unwrap();
 }
