@@ -111,12 +111,25 @@ pub fn peer_config(
     })
 }
 
+/// The LOCAL_PREF of our own routes in our RIB: what Calico's export preamble gives
+/// them (`BIRD_INT_MAX - priority`, the normal priority 1024), which is also what
+/// other nodes' own routes arrive with. With LOCAL_PREF 100 a node's own route (a
+/// borrowed anycast /32) would lose to the same prefix learnt from another node.
+pub const OWN_LOCAL_PREF: u32 =
+    tern_bgp::policy::BIRD_INT_MAX - tern_bgp::policy::DEFAULT_NORMAL_PRIORITY;
+
+/// The attributes of our own routes before communities: ORIGIN IGP, [`OWN_LOCAL_PREF`].
+pub fn own_attrs() -> PathAttributes {
+    PathAttributes {
+        origin: Some(Origin::Igp),
+        local_pref: Some(OWN_LOCAL_PREF),
+        ..PathAttributes::default()
+    }
+}
+
 /// BGP attributes of an originated prefix.
 pub fn origin_attrs(o: &Origination) -> PathAttributes {
-    let mut a = PathAttributes {
-        origin: Some(Origin::Igp),
-        ..PathAttributes::default()
-    };
+    let mut a = own_attrs();
     for c in &o.communities {
         match c {
             values::Community::Standard(v) => a.communities.push(Community(*v)),

@@ -198,10 +198,7 @@ pub async fn sync_workloads(
         let _ = speaker
             .send(SpeakerCommand::Originate {
                 prefix: *p,
-                attrs: tern_bgp::wire::PathAttributes {
-                    origin: Some(tern_bgp::wire::Origin::Igp),
-                    ..Default::default()
-                },
+                attrs: convert::own_attrs(),
                 // A workload route BIRD would learn from the kernel, on its interface.
                 source: tern_bgp::policy::RouteSource::Kernel,
                 interface: workloads.get(p).cloned(),
