@@ -343,7 +343,13 @@ fn on_speaker_event(ev: SpeakerEvent, state: &Arc<Mutex<State>>) {
             }
         }
         SpeakerEvent::Rejected(addr, why) => {
-            tracing::warn!(peer = %addr, "route refused: {why}");
+            // Route policy refusing a route is routine (every ToR route kept from the
+            // mesh peers); the import checks refusing one is not.
+            if why.starts_with("export policy") || why.starts_with("import policy") {
+                tracing::info!(peer = %addr, "route filtered: {why}");
+            } else {
+                tracing::warn!(peer = %addr, "route refused: {why}");
+            }
         }
         SpeakerEvent::PeerState(addr, to) => {
             tracing::debug!(peer = %addr, "BGP state {to:?}");
