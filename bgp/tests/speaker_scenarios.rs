@@ -69,11 +69,17 @@ impl Run {
                 peer: peer(),
                 update: Box::new(Update::end_of_rib(family(args[1]))),
             }),
+            // `refresh <peer> <family> [borr|eorr]`: a request, or a marker of the
+            // peer's answer to ours.
             "refresh" => event(SessionEvent::RouteRefresh {
                 peer: peer(),
                 refresh: RouteRefresh {
                     family: family(args[1]),
-                    subtype: RefreshSubtype::Request,
+                    subtype: match args.get(2) {
+                        Some(&"borr") => RefreshSubtype::BeginningOfRibRefresh,
+                        Some(&"eorr") => RefreshSubtype::EndOfRibRefresh,
+                        _ => RefreshSubtype::Request,
+                    },
                 },
             }),
             // `originate <prefix> [kernel <interface>]`: a block, or a borrowed address.

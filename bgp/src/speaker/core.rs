@@ -26,7 +26,9 @@ use crate::policy::{PeerPolicy, RouteSource};
 use crate::rib::export::{AdjRibOut, Exported};
 use crate::rib::{Best, BestChange, PeerSource, Rib};
 use crate::session::{DriverConfig, SessionEvent};
-use crate::wire::{Capability, Family, Message, Notification, PathAttributes, Update};
+use crate::wire::{
+    Capability, Family, Message, Notification, PathAttributes, RefreshSubtype, Update,
+};
 
 use super::gr::{Down, OwnRestart, Progress};
 use super::peer::{self, Out, Peer};
@@ -290,6 +292,12 @@ impl Speaker {
             SessionEvent::Down { peer, reason } => self.session_down(now, peer, &reason),
             SessionEvent::Update { peer, update } => self.update(peer, &update),
             SessionEvent::RouteRefresh { peer, refresh } => {
+                // Only a request is answered. BoRR / EoRR mark the peer's own answer to
+                // a request of ours (RFC 7313; answering them would ping-pong between
+                // two speakers), and other subtypes are ignored, as §5 says.
+                if refresh.subtype != RefreshSubtype::Request {
+                    return;
+                }
                 let Some(p) = self.peers.get_mut(&peer.ip()) else {
                     return;
                 };
