@@ -38,6 +38,8 @@ fn peer(address: &str, state: &str, last_error: Option<&str>) -> PeerInfo {
         flaps: 0,
         updates_in: 0,
         updates_out: 0,
+        policy_rejected_in: 0,
+        policy_filtered_out: 0,
     }
 }
 

@@ -148,6 +148,14 @@ pub struct PeerInfo {
     /// UPDATE messages sent since the peer was configured.
     #[serde(default)]
     pub updates_out: u64,
+    /// Routes from the peer its import policy rejected (BGPFilters), each announcement
+    /// counted, since the peer was configured.
+    #[serde(default)]
+    pub policy_rejected_in: u64,
+    /// Times its export policy (BGPFilters, then Calico's export rules) kept a route
+    /// from it, since the peer was configured.
+    #[serde(default)]
+    pub policy_filtered_out: u64,
 }
 
 /// `tern peers`.

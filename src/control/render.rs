@@ -185,6 +185,11 @@ pub fn peers(r: &PeersReply) -> String {
             "  updates       {} received, {} sent",
             p.updates_in, p.updates_out
         );
+        let _ = writeln!(
+            out,
+            "  policy        {} rejected on import, {} kept back on export",
+            p.policy_rejected_in, p.policy_filtered_out
+        );
         if let Some(e) = &p.last_error {
             let _ = writeln!(out, "  last error    {e}");
         }

@@ -129,6 +129,8 @@ impl DaemonHandler {
                 p.prefixes_advertised = st.advertised;
                 p.updates_in = st.updates_in;
                 p.updates_out = st.updates_out;
+                p.policy_rejected_in = st.rejected_import;
+                p.policy_filtered_out = st.filtered_export;
             }
         }
         if let Some(a) = only {

@@ -218,6 +218,16 @@ fn peer_metrics(reg: &mut Registry, p: &PeersReply) {
         ("peer_updates_sent", "UPDATE messages sent", |x| {
             x.updates_out
         }),
+        (
+            "peer_policy_rejected_in",
+            "Routes from the peer its import policy rejected",
+            |x| x.policy_rejected_in,
+        ),
+        (
+            "peer_policy_filtered_out",
+            "Times its export policy kept a route from the peer",
+            |x| x.policy_filtered_out,
+        ),
     ] {
         let c = Family::<Labels, Counter>::default();
         for x in &p.peers {

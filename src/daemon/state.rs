@@ -224,6 +224,8 @@ impl State {
                     flaps: p.flaps,
                     updates_in: 0,
                     updates_out: 0,
+                    policy_rejected_in: 0,
+                    policy_filtered_out: 0,
                 }
             })
             .collect()

@@ -201,6 +201,8 @@ fn peers_are_blocks_with_the_key_facts() {
     down.flaps = 2;
     down.updates_in = 5;
     down.updates_out = 7;
+    down.policy_rejected_in = 4;
+    down.policy_filtered_out = 9;
     let got = peers(&PeersReply {
         peers: vec![up, down],
     });
@@ -211,6 +213,7 @@ fn peers_are_blocks_with_the_key_facts() {
   capabilities  4-octet-as, route-refresh, graceful-restart
   prefixes      12 received, 11 accepted, 3 advertised
   updates       0 received, 0 sent
+  policy        0 rejected on import, 0 kept back on export
 
 203.0.113.1 port 1179 (global), AS 64600 (local AS 64512)
   state         Active since 2026-01-01T23:10:00Z, 2 flaps
@@ -218,6 +221,7 @@ fn peers_are_blocks_with_the_key_facts() {
   capabilities  -
   prefixes      0 received, 0 accepted, 0 advertised
   updates       5 received, 7 sent
+  policy        4 rejected on import, 9 kept back on export
   last error    Socket: Connection refused
 ";
     assert_eq!(got, expected, "\n{got}");
