@@ -107,16 +107,34 @@ impl Session {
         Some((open, bytes))
     }
 
-    /// Feeds one event; returns what to do.
+    /// Feeds one event; returns what to do. Dispatches by kind of event: the
+    /// operator's (start, stop, reset), timers, the connection's, and messages.
     pub fn handle(&mut self, event: Event, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
+        match event {
+            Event::ManualStart | Event::ManualStop(_) | Event::Reset { .. } => {
+                self.admin(&mut out, event, now)
+            }
+            Event::TimerExpired(t) => self.timer(&mut out, t, now),
+            Event::Received(bytes) => self.receive(&mut out, bytes, now),
+            Event::SendUpdates(updates) if self.state == State::Established => {
+                out.extend(updates.into_iter().map(Action::Send));
+                self.restart_keepalive(&mut out);
+            }
+            _ => self.transport(&mut out, event, now),
+        }
+        out
+    }
+
+    /// ManualStart, ManualStop and Reset.
+    fn admin(&mut self, out: &mut Vec<Action>, event: Event, now: Instant) {
         match event {
             Event::ManualStart => {
                 self.stopped = false;
                 self.next_idle_hold = self.cfg.idle_hold;
                 if self.state == State::Idle {
                     out.push(Action::StopTimer(Timer::IdleHold));
-                    self.start(&mut out);
+                    self.start(out);
                 }
             }
             Event::ManualStop(text) => {
@@ -133,9 +151,9 @@ impl Session {
                             data: Bytes::new(),
                         },
                     };
-                    self.send_notification(&mut out, &n);
+                    self.send_notification(out, &n);
                 }
-                self.go_idle(&mut out, DownReason::Stopped, now);
+                self.go_idle(out, DownReason::Stopped, now);
             }
             Event::Reset {
                 notification,
@@ -147,13 +165,20 @@ impl Session {
                     self.state,
                     State::OpenSent | State::OpenConfirm | State::Established
                 ) {
-                    self.send_notification(&mut out, &notification);
+                    self.send_notification(out, &notification);
                 }
                 let why = DownReason::NotificationSent(notification.to_string());
-                self.go_idle(&mut out, why, now);
+                self.go_idle(out, why, now);
             }
+            _ => {}
+        }
+    }
+
+    /// A timer ran out.
+    fn timer(&mut self, out: &mut Vec<Action>, timer: Timer, now: Instant) {
+        match Event::TimerExpired(timer) {
             Event::TimerExpired(Timer::IdleHold) if self.state == State::Idle && !self.stopped => {
-                self.start(&mut out)
+                self.start(out)
             }
             Event::TimerExpired(Timer::ConnectRetry) => match self.state {
                 State::Connect | State::Active if !self.cfg.passive => {
@@ -163,7 +188,7 @@ impl Session {
                         Timer::ConnectRetry,
                         self.cfg.connect_retry,
                     ));
-                    self.set(&mut out, State::Connect);
+                    self.set(out, State::Connect);
                 }
                 State::Active => out.push(Action::StartTimer(
                     Timer::ConnectRetry,
@@ -171,43 +196,11 @@ impl Session {
                 )),
                 _ => {}
             },
-            Event::TcpConnected if matches!(self.state, State::Connect | State::Active) => {
-                out.push(Action::StopTimer(Timer::ConnectRetry));
-                match self.cfg.delay_open {
-                    Some(d) => out.push(Action::StartTimer(Timer::DelayOpen, d)),
-                    None => self.send_open(&mut out, State::OpenSent),
-                }
-            }
-            Event::Adopt(open) if matches!(self.state, State::Connect | State::Active) => {
-                for t in [Timer::ConnectRetry, Timer::DelayOpen] {
-                    out.push(Action::StopTimer(t));
-                }
-                self.local_open = Some(*open);
-                out.push(Action::StartTimer(Timer::Hold, self.cfg.open_hold_time));
-                self.set(&mut out, State::OpenSent);
-            }
             Event::TimerExpired(Timer::DelayOpen)
                 if matches!(self.state, State::Connect | State::Active) =>
             {
-                self.send_open(&mut out, State::OpenSent)
+                self.send_open(out, State::OpenSent)
             }
-            Event::TcpFailed => match self.state {
-                State::Connect | State::Active => {
-                    // The connection is gone: so is anything it could not write, and
-                    // with it the send hold timer (found by the fsm fuzz target).
-                    self.send_blocked = false;
-                    out.push(Action::StopTimer(Timer::SendHold));
-                    out.push(Action::StopTimer(Timer::DelayOpen));
-                    out.push(Action::StartTimer(
-                        Timer::ConnectRetry,
-                        self.cfg.connect_retry,
-                    ));
-                    self.set(&mut out, State::Active);
-                }
-                State::Idle => {}
-                _ => self.go_idle(&mut out, DownReason::ConnectionLost, now),
-            },
-            Event::Received(bytes) => self.receive(&mut out, bytes, now),
             Event::TimerExpired(Timer::Hold)
                 if matches!(
                     self.state,
@@ -219,12 +212,12 @@ impl Session {
                     subcode: 0,
                     data: Bytes::new(),
                 };
-                self.fail(&mut out, &n, now);
+                self.fail(out, &n, now);
             }
             Event::TimerExpired(Timer::Keepalive)
                 if matches!(self.state, State::OpenConfirm | State::Established) =>
             {
-                self.send_keepalive(&mut out);
+                self.send_keepalive(out);
             }
             Event::TimerExpired(Timer::SendHold)
                 if self.send_blocked && self.state != State::Idle =>
@@ -238,19 +231,53 @@ impl Session {
                 if let Ok(b) = Message::Notification(n).encode(&self.tx()) {
                     out.push(Action::Send(b));
                 }
-                self.go_idle(&mut out, DownReason::SendHoldTimerExpired, now);
+                self.go_idle(out, DownReason::SendHoldTimerExpired, now);
             }
-            Event::SendUpdates(updates) if self.state == State::Established => {
-                out.extend(updates.into_iter().map(Action::Send));
-                self.restart_keepalive(&mut out);
+            _ => {}
+        }
+    }
+
+    /// The connection's events: connected, adopted, failed, replaced, blocked.
+    fn transport(&mut self, out: &mut Vec<Action>, event: Event, now: Instant) {
+        match event {
+            Event::TcpConnected if matches!(self.state, State::Connect | State::Active) => {
+                out.push(Action::StopTimer(Timer::ConnectRetry));
+                match self.cfg.delay_open {
+                    Some(d) => out.push(Action::StartTimer(Timer::DelayOpen, d)),
+                    None => self.send_open(out, State::OpenSent),
+                }
             }
+            Event::Adopt(open) if matches!(self.state, State::Connect | State::Active) => {
+                for t in [Timer::ConnectRetry, Timer::DelayOpen] {
+                    out.push(Action::StopTimer(t));
+                }
+                self.local_open = Some(*open);
+                out.push(Action::StartTimer(Timer::Hold, self.cfg.open_hold_time));
+                self.set(out, State::OpenSent);
+            }
+            Event::TcpFailed => match self.state {
+                State::Connect | State::Active => {
+                    // The connection is gone: so is anything it could not write, and
+                    // with it the send hold timer (found by the fsm fuzz target).
+                    self.send_blocked = false;
+                    out.push(Action::StopTimer(Timer::SendHold));
+                    out.push(Action::StopTimer(Timer::DelayOpen));
+                    out.push(Action::StartTimer(
+                        Timer::ConnectRetry,
+                        self.cfg.connect_retry,
+                    ));
+                    self.set(out, State::Active);
+                }
+                State::Idle => {}
+                _ => self.go_idle(out, DownReason::ConnectionLost, now),
+            },
             Event::ConnectionReplaced
                 if matches!(
                     self.state,
                     State::Connect | State::Active | State::OpenSent | State::OpenConfirm
                 ) =>
             {
-                self.drop_connection_quietly(&mut out)
+                self.drop_connection_quietly(out)
             }
             Event::SendBlocked if !self.send_blocked && self.state != State::Idle => {
                 self.send_blocked = true;
@@ -262,7 +289,6 @@ impl Session {
             }
             _ => {}
         }
-        out
     }
 
     fn tx(&self) -> CodecOptions {
