@@ -377,6 +377,7 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
     let want = [
         "tern_peer_up{peer=\"198.51.100.11\",type=\"node-to-node mesh\"} 1",
         "tern_peer_up{peer=\"198.51.100.1\",type=\"global\"} 1",
+        "tern_peer_policy_rejected_in_total{peer=\"198.51.100.11\",type=\"node-to-node mesh\"} 0",
         "tern_fib_routes{state=\"installed\"} 6",
         "tern_fib_routes{state=\"missing\"} 0",
         "tern_config_error 0",

@@ -201,40 +201,7 @@ fn peer_metrics(reg: &mut Registry, p: &PeersReply) {
             })
             .collect(),
     );
-    let flaps = Family::<Labels, Counter>::default();
-    for x in &p.peers {
-        flaps
-            .get_or_create(&peer(&x.address, &x.kind))
-            .inc_by(x.flaps);
-    }
-    reg.register("peer_flaps", "Times the session left Established", flaps);
-    for (name, help, pick) in [
-        (
-            "peer_updates_received",
-            "UPDATE messages received",
-            (|x: &crate::control::proto::PeerInfo| x.updates_in)
-                as fn(&crate::control::proto::PeerInfo) -> u64,
-        ),
-        ("peer_updates_sent", "UPDATE messages sent", |x| {
-            x.updates_out
-        }),
-        (
-            "peer_policy_rejected_in",
-            "Routes from the peer its import policy rejected",
-            |x| x.policy_rejected_in,
-        ),
-        (
-            "peer_policy_filtered_out",
-            "Times its export policy kept a route from the peer",
-            |x| x.policy_filtered_out,
-        ),
-    ] {
-        let c = Family::<Labels, Counter>::default();
-        for x in &p.peers {
-            c.get_or_create(&peer(&x.address, &x.kind)).inc_by(pick(x));
-        }
-        reg.register(name, help, c);
-    }
+    peer_counters(reg, p);
     gauge(
         reg,
         "peer_prefixes_advertised",
@@ -249,6 +216,40 @@ fn peer_metrics(reg: &mut Registry, p: &PeersReply) {
             })
             .collect(),
     );
+}
+
+/// The per-peer counters: flaps, UPDATEs, policy decisions.
+fn peer_counters(reg: &mut Registry, p: &PeersReply) {
+    type Pick = fn(&crate::control::proto::PeerInfo) -> u64;
+    let table: [(&str, &str, Pick); 5] = [
+        ("peer_flaps", "Times the session left Established", |x| {
+            x.flaps
+        }),
+        ("peer_updates_received", "UPDATE messages received", |x| {
+            x.updates_in
+        }),
+        ("peer_updates_sent", "UPDATE messages sent", |x| {
+            x.updates_out
+        }),
+        (
+            "peer_policy_rejected_in",
+            "Routes from the peer its import policy rejected",
+            |x| x.policy_rejected_in,
+        ),
+        (
+            "peer_policy_filtered_out",
+            "Times its export policy kept a route from the peer",
+            |x| x.policy_filtered_out,
+        ),
+    ];
+    for (name, help, pick) in table {
+        let c = Family::<Labels, Counter>::default();
+        for x in &p.peers {
+            c.get_or_create(&label(&[("peer", &x.address), ("type", &x.kind)]))
+                .inc_by(pick(x));
+        }
+        reg.register(name, help, c);
+    }
 }
 
 /// The kernel routes by state, refusals and the last batch's duration.
