@@ -235,22 +235,13 @@ async fn run(
         let deadline = d.timers.values().min().copied();
         let second_deadline = d.second.as_ref().map(|s| s.deadline);
         let event = tokio::select! {
-            c = commands.recv(), if !orphaned && d.out.len() < d.cfg.write_high_water => match c {
-                None => {
+            c = commands.recv(), if !orphaned && d.out.len() < d.cfg.write_high_water => {
+                if c.is_none() {
                     orphaned = true;
-                    Event::ManualStop(None)
                 }
-                Some(Command::Start) => Event::ManualStart,
-                Some(Command::Stop(text)) => Event::ManualStop(text),
-                Some(Command::Reset(notification, hold_down)) => Event::Reset { notification, hold_down },
-                Some(Command::SendUpdates(u)) => Event::SendUpdates(u),
-                Some(Command::SetCapabilities(c)) => {
-                    d.fsm.set_capabilities(c);
-                    continue;
-                }
-                Some(Command::Incoming(s)) => {
-                    d.incoming(s).await;
-                    continue;
+                match d.on_command(c).await {
+                    Some(e) => e,
+                    None => continue,
                 }
             },
             r = async { match d.second.as_ref() { Some(s) => s.stream.readable().await, None => std::future::pending().await } }, if d.second.is_some() => {
@@ -267,40 +258,15 @@ async fn run(
                 continue;
             },
             r = async { match d.conn.as_ref() { Some(c) => c.readable().await, None => std::future::pending().await } }, if d.conn.is_some() => {
-                match (r, d.conn.as_ref().map(|c| c.try_read(&mut buf))) {
-                    (Ok(()), Some(Ok(0))) | (Err(_), _) => {
-                        d.conn_lost().await;
-                        continue;
-                    }
-                    (Ok(()), Some(Ok(n))) => {
-                        let bytes = buf.get(..n).unwrap_or_default();
-                        if d.first.is_some() {
-                            d.first_bytes(bytes).await;
-                            continue;
-                        }
-                        Event::Received(Bytes::copy_from_slice(bytes))
-                    }
-                    (Ok(()), Some(Err(e))) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    _ => {
-                        d.conn_lost().await;
-                        continue;
-                    }
+                match d.on_readable(r.is_ok(), &mut buf).await {
+                    Some(e) => e,
+                    None => continue,
                 }
             },
             r = async { match d.conn.as_ref() { Some(c) => c.writable().await, None => std::future::pending().await } }, if d.conn.is_some() && !d.out.is_empty() => {
-                match r {
-                    Ok(()) => match d.flush() {
-                        Ok(Some(e)) => e,
-                        Ok(None) => continue,
-                        Err(_) => {
-                            d.conn_lost().await;
-                            continue;
-                        }
-                    },
-                    Err(_) => {
-                        d.conn_lost().await;
-                        continue;
-                    }
+                match d.on_writable(r.is_ok()).await {
+                    Some(e) => e,
+                    None => continue,
                 }
             },
             _ = async { match deadline { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } }, if deadline.is_some() => {
@@ -317,6 +283,63 @@ async fn run(
         d.settle().await;
         if stop {
             return;
+        }
+    }
+}
+
+impl Driver {
+    /// A command from the speaker, as the machine's event; `None` when the driver
+    /// handled it itself. A closed channel (every handle gone) stops the session.
+    async fn on_command(&mut self, c: Option<Command>) -> Option<Event> {
+        Some(match c {
+            None => Event::ManualStop(None),
+            Some(Command::Start) => Event::ManualStart,
+            Some(Command::Stop(text)) => Event::ManualStop(text),
+            Some(Command::Reset(notification, hold_down)) => Event::Reset {
+                notification,
+                hold_down,
+            },
+            Some(Command::SendUpdates(u)) => Event::SendUpdates(u),
+            Some(Command::SetCapabilities(c)) => {
+                self.fsm.set_capabilities(c);
+                return None;
+            }
+            Some(Command::Incoming(s)) => {
+                self.incoming(s).await;
+                return None;
+            }
+        })
+    }
+
+    /// The connection is readable (`ok`: without error): the bytes as the machine's
+    /// event, unless they belong to the first message (collision check) or the
+    /// connection is gone.
+    async fn on_readable(&mut self, ok: bool, buf: &mut [u8]) -> Option<Event> {
+        match (ok, self.conn.as_ref().map(|c| c.try_read(buf))) {
+            (true, Some(Ok(n))) if n > 0 => {
+                let bytes = buf.get(..n).unwrap_or_default();
+                if self.first.is_some() {
+                    self.first_bytes(bytes).await;
+                    return None;
+                }
+                Some(Event::Received(Bytes::copy_from_slice(bytes)))
+            }
+            (true, Some(Err(e))) if e.kind() == io::ErrorKind::WouldBlock => None,
+            _ => {
+                self.conn_lost().await;
+                None
+            }
+        }
+    }
+
+    /// The connection is writable (`ok`: without error): flush what waits.
+    async fn on_writable(&mut self, ok: bool) -> Option<Event> {
+        match ok.then(|| self.flush()) {
+            Some(Ok(e)) => e,
+            _ => {
+                self.conn_lost().await;
+                None
+            }
         }
     }
 }
