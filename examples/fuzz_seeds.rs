@@ -18,6 +18,7 @@ fn options_byte(o: &CodecOptions) -> u8 {
         | u8::from(o.add_path_ipv6) << 3
 }
 
+/// A flat list of seeds, one after the other: long on purpose, read top to bottom.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = root.join("bgp/fuzz/seeds/decode");

@@ -73,7 +73,9 @@ impl Open {
     }
 
     /// Decodes an OPEN body. Checks what RFC 4271/6286 make unconditional: version 4,
-    /// hold time not 1 or 2, a non-zero BGP identifier, well-formed parameters.
+    /// hold time not 1 or 2, a non-zero BGP identifier, well-formed parameters. One
+    /// function over 100 lines on purpose: it reads the fields in wire order, each
+    /// check beside the field it guards.
     pub fn decode(body: Bytes) -> Result<Open, DecodeError> {
         let open_err = |sub: u8, data: Bytes, reason: String| {
             DecodeError::new(code::OPEN_MESSAGE, sub, data, reason)

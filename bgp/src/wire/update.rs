@@ -231,6 +231,10 @@ fn whole_attribute(flags: u8, code: u8, value: &[u8]) -> Bytes {
     b.freeze()
 }
 
+/// Decodes the path attribute list into `u`, with RFC 7606's checks in their order:
+/// header, length, duplicates, flags, value. Long on purpose: each check can end the
+/// loop, skip the attribute or fail the whole message, and cut into functions that
+/// control flow would go through return codes on the hottest path of route ingest.
 fn decode_attributes(data: Bytes, opts: &CodecOptions, u: &mut Update) -> Result<(), DecodeError> {
     let mut r = Reader::new(data);
     let mut seen = [false; 256];
