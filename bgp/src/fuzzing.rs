@@ -239,7 +239,7 @@ pub fn check_fsm(data: &[u8]) {
         }
         let state = fsm.state();
         let conn_state = matches!(state, State::Connect | State::Active);
-        let event = match op % 14 {
+        let event = match op % 15 {
             0 => Event::ManualStart,
             1 => Event::ManualStop((op & 0x80 != 0).then(|| "fuzz".to_string())),
             // The driver reports a connection only when it has one for the machine.
@@ -320,6 +320,15 @@ pub fn check_fsm(data: &[u8]) {
                     u32::from(s.u16()),
                 ),
                 hold_down: Duration::from_millis(u64::from(s.u16()) * 16).min(idle_max),
+            },
+            // The driver resolved a collision in favour of a connection on which it
+            // already sent our OPEN (fsm::collision): the machine adopts it.
+            14 if conn_state && !d.connected => match fsm.open_message() {
+                Some((open, _)) => {
+                    d.connected = true;
+                    Event::Adopt(Box::new(open))
+                }
+                None => continue,
             },
             _ => continue,
         };
