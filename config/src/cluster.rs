@@ -138,7 +138,44 @@ pub struct BgpSettings {
     pub services: Vec<(IpNet, ServiceKind)>,
     /// Per-node overrides: node name → (listen port, bind to node IP).
     pub node_overrides: BTreeMap<String, (Option<u16>, Option<bool>)>,
+    /// `programClusterRoutes`: true (`Enabled`, v3.32's default) when the routing
+    /// daemon programs the routes of IPIP and unencapsulated pools, false (`Disabled`)
+    /// when Felix does. VXLAN pools are Felix's either way.
+    pub program_cluster_routes: bool,
+    /// `ipv4NormalRoutePriority` / `ipv6NormalRoutePriority`: the kernel metric of
+    /// learnt routes (default 1024 each).
+    pub normal_priority: NormalPriority,
 }
+
+/// The normal route priority per family (BGPConfiguration
+/// `ipv4NormalRoutePriority` / `ipv6NormalRoutePriority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NormalPriority {
+    /// IPv4.
+    pub v4: u32,
+    /// IPv6.
+    pub v6: u32,
+}
+
+impl Default for NormalPriority {
+    fn default() -> NormalPriority {
+        let p = tern_bgp::policy::DEFAULT_NORMAL_PRIORITY;
+        NormalPriority { v4: p, v6: p }
+    }
+}
+
+impl NormalPriority {
+    /// The priority of `net`'s family.
+    pub fn of(&self, net: &IpNet) -> u32 {
+        match net {
+            IpNet::V4(_) => self.v4,
+            IpNet::V6(_) => self.v6,
+        }
+    }
+}
+
+/// Felix's default workload interface prefix (FelixConfiguration `interfacePrefix`).
+pub const DEFAULT_INTERFACE_PREFIX: &str = "cali";
 
 /// Calico's default AS.
 pub const DEFAULT_AS: u32 = 64512;
@@ -158,6 +195,8 @@ impl Default for BgpSettings {
             prefix_advertisements: Vec::new(),
             services: Vec::new(),
             node_overrides: BTreeMap::new(),
+            program_cluster_routes: true,
+            normal_priority: NormalPriority::default(),
         }
     }
 }
@@ -467,6 +506,9 @@ pub struct Cluster {
     pub services: Vec<Service>,
     /// Kubernetes EndpointSlices, in document order.
     pub endpoint_slices: Vec<EndpointSlice>,
+    /// Workload interface name prefixes: FelixConfiguration `default`'s
+    /// `interfacePrefix`, split at commas (empty: Felix's default, `cali`).
+    pub interface_prefixes: Vec<String>,
 }
 
 /// Every error found while loading, in document order.

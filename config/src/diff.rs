@@ -75,6 +75,7 @@ pub fn diff(old: &Intent, new: &Intent) -> IntentDiff {
     d.policy_changed = old.pools != new.pools
         || old.own_blocks != new.own_blocks
         || old.ignored_interfaces != new.ignored_interfaces
+        || old.encapsulation() != new.encapsulation()
         || old.ipv4 != new.ipv4
         || old.ipv6 != new.ipv6;
     d

@@ -10,6 +10,9 @@
 //! peer back; between nodes, a route reflector treats a node outside its cluster id as
 //! its client.
 
+mod kernel;
+#[cfg(test)]
+mod kernel_tests;
 mod peers;
 #[cfg(test)]
 mod router_id_tests;
@@ -24,7 +27,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::cluster::{
-    AffinityState, Cluster, EncapMode, Filter, NextHopMode, PasswordSource, Pool, ServiceKind,
+    AffinityState, Cluster, EncapMode, Filter, NextHopMode, NormalPriority, PasswordSource, Pool,
+    ServiceKind,
 };
 use crate::values::Community;
 
@@ -217,6 +221,13 @@ pub struct Intent {
     /// BGPConfiguration `prefixAdvertisements`: communities added on export to every
     /// route inside each CIDR, reflected routes too (see [`crate::policy`]).
     pub prefix_advertisements: Vec<(IpNet, Vec<Community>)>,
+    /// Workload interface name prefixes (FelixConfiguration `interfacePrefix`).
+    pub workload_prefixes: Vec<String>,
+    /// BGPConfiguration `programClusterRoutes`: tern programs the routes of IPIP and
+    /// unencapsulated pools (true) or leaves them to Felix (false).
+    pub program_cluster_routes: bool,
+    /// The kernel metric of learnt routes per family.
+    pub normal_priority: NormalPriority,
 }
 
 /// Why no intent could be computed for this node.
@@ -308,6 +319,9 @@ pub fn intent_with(
             pools: cluster.pools.clone(),
             ignored_interfaces: cluster.bgp.ignored_interfaces.clone(),
             prefix_advertisements: cluster.bgp.prefix_advertisements.clone(),
+            workload_prefixes: kernel::workload_prefixes(&cluster.interface_prefixes),
+            program_cluster_routes: cluster.bgp.program_cluster_routes,
+            normal_priority: cluster.bgp.normal_priority,
         },
         warnings,
     ))
@@ -419,6 +433,10 @@ fn originated(cluster: &Cluster, node: &str) -> (BTreeMap<IpNet, Origination>, V
 pub struct Encapsulation {
     pools: Vec<(IpNet, EncapMode)>,
     ipv4: Option<(std::net::Ipv4Addr, u8)>,
+    /// Pools whose routes Felix programs (see [`kernel`]).
+    felix_pools: Vec<IpNet>,
+    /// Kernel metric of learnt routes.
+    priority: NormalPriority,
 }
 
 impl Encapsulation {
@@ -472,6 +490,8 @@ impl Intent {
                 .map(|p| (p.cidr, p.ipip))
                 .collect(),
             ipv4: self.ipv4,
+            felix_pools: self.felix_pools(),
+            priority: self.normal_priority,
         }
     }
 }

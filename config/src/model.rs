@@ -165,6 +165,27 @@ pub struct BgpConfigurationSpec {
     /// Service LoadBalancer IP ranges to advertise.
     #[serde(default, rename = "serviceLoadBalancerIPs")]
     pub service_load_balancer_ips: Vec<CidrEntry>,
+    /// Whether the routing daemon programs the cluster routes of IPIP and unencapsulated
+    /// pools (`Enabled`, the default in v3.32) or Felix does (`Disabled`).
+    pub program_cluster_routes: Option<String>,
+    /// Kernel metric of IPv4 routes learnt by BGP (default 1024).
+    #[serde(rename = "ipv4NormalRoutePriority")]
+    pub ipv4_normal_route_priority: Option<i64>,
+    /// Kernel metric of IPv6 routes learnt by BGP (default 1024).
+    #[serde(rename = "ipv6NormalRoutePriority")]
+    pub ipv6_normal_route_priority: Option<i64>,
+}
+
+/// `FelixConfiguration.spec`: only what tern needs of Felix's settings; the rest is
+/// Felix's and kept aside without a warning.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FelixConfigurationSpec {
+    /// Workload interface name prefixes, comma-separated (Felix's default `cali`).
+    pub interface_prefix: Option<String>,
+    /// Every other field: Felix's own settings.
+    #[serde(flatten)]
+    pub other: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// `{name, value}` of a named community.

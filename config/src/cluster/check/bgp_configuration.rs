@@ -8,7 +8,7 @@ use ipnet::IpNet;
 use super::ext::{self, MESH_ANNOTATIONS};
 use super::fields::{asn_field, parse_or, restart_time_field, timers};
 use crate::cluster::parse::RawDoc;
-use crate::cluster::{BgpSettings, Community, ServiceKind};
+use crate::cluster::{BgpSettings, Community, NormalPriority, ServiceKind};
 use crate::error::{ConfigError, Warning};
 use crate::model;
 use crate::values;
@@ -75,6 +75,22 @@ pub(super) fn bgp_settings(
     (out.mesh_hold, out.mesh_keepalive) =
         timers(d, (&hold.0, &hold.1), (&keepalive.0, &keepalive.1), errors);
     out.ignored_interfaces = s.ignored_interfaces;
+    out.program_cluster_routes =
+        program_cluster_routes(d, s.program_cluster_routes.as_deref(), errors);
+    out.normal_priority = NormalPriority {
+        v4: priority(
+            d,
+            "spec.ipv4NormalRoutePriority",
+            s.ipv4_normal_route_priority,
+            errors,
+        ),
+        v6: priority(
+            d,
+            "spec.ipv6NormalRoutePriority",
+            s.ipv6_normal_route_priority,
+            errors,
+        ),
+    };
     let named = named_communities(d, &s.communities, errors);
     out.prefix_advertisements = prefix_advertisements(d, &s.prefix_advertisements, &named, errors);
     for (list, kind) in [
@@ -144,6 +160,51 @@ fn prefix_advertisements(
     out
 }
 
+/// `spec.programClusterRoutes` as v3.32 defines it: `Enabled` (the default: the routing
+/// daemon programs IPIP and unencapsulated pool routes) or `Disabled` (Felix does).
+/// Later releases' values change who programs which pools, so tern refuses them rather
+/// than guess.
+fn program_cluster_routes(d: &RawDoc, v: Option<&str>, errors: &mut Vec<ConfigError>) -> bool {
+    match v {
+        None | Some("Enabled") => true,
+        Some("Disabled") => false,
+        Some(other @ ("EnabledIPIPOnly" | "EnabledNoEncapOnly")) => {
+            errors.push(d.error(
+                "spec.programClusterRoutes",
+                format!("{other:?} is a value of later Calico releases than v3.32, which tern follows; use Enabled (tern programs IPIP and unencapsulated pool routes) or Disabled (Felix does)"),
+            ));
+            true
+        }
+        Some(other) => {
+            errors.push(d.error(
+                "spec.programClusterRoutes",
+                format!("{other:?}: use Enabled (tern programs IPIP and unencapsulated pool routes) or Disabled (Felix does)"),
+            ));
+            true
+        }
+    }
+}
+
+/// A normal route priority: Calico's range 1 to 2^31 - 2, so that the LOCAL_PREF
+/// derived from it (`BIRD_INT_MAX - priority`) stays positive.
+fn priority(d: &RawDoc, field: &str, v: Option<i64>, errors: &mut Vec<ConfigError>) -> u32 {
+    let default = tern_bgp::policy::DEFAULT_NORMAL_PRIORITY;
+    let Some(v) = v else {
+        return default;
+    };
+    let max = i64::from(tern_bgp::policy::BIRD_INT_MAX) - 1;
+    match u32::try_from(v) {
+        Ok(p) if (1..=max).contains(&v) => p,
+        _ => {
+            errors.push(d.error(
+                field,
+                format!("{v} is out of range: use 1-{max} (default {default})"),
+            ));
+            default
+        }
+    }
+}
+
 fn bind_mode(d: &RawDoc, v: &Option<String>, errors: &mut Vec<ConfigError>) -> Option<bool> {
     match v.as_deref()? {
         "None" => Some(false),
@@ -199,6 +260,18 @@ pub(super) fn node_override(
         (
             s.node_mesh_keepalive_time.is_some(),
             "spec.nodeMeshKeepaliveTime",
+        ),
+        (
+            s.program_cluster_routes.is_some(),
+            "spec.programClusterRoutes",
+        ),
+        (
+            s.ipv4_normal_route_priority.is_some(),
+            "spec.ipv4NormalRoutePriority",
+        ),
+        (
+            s.ipv6_normal_route_priority.is_some(),
+            "spec.ipv6NormalRoutePriority",
         ),
     ] {
         if set {

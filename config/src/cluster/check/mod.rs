@@ -5,6 +5,7 @@
 //! One file per resource kind; [`fields`] holds the field checks several kinds share.
 
 mod bgp_configuration;
+mod felix;
 mod fields;
 mod filter;
 mod ipam;
@@ -33,6 +34,7 @@ const KINDS: &[&str] = &[
     "BGPFilter",
     "BlockAffinity",
     "IPAMBlock",
+    "FelixConfiguration",
 ];
 
 /// What the first pass over the documents leaves for the checks across resources.
@@ -157,6 +159,7 @@ fn take<'a>(
                 c.affinities.push(a);
             }
         }
+        "FelixConfiguration" => felix::felix_configuration(d, &name, c, errors, warnings),
         "IPAMBlock" => {
             if let Some(b) = ipam::block(d, errors, warnings) {
                 pending.block_docs.push((d, b.cidr));

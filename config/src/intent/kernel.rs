@@ -1,0 +1,67 @@
+//! Which learnt routes tern writes to the kernel, and with what metric, so that it
+//! never fights Felix over a route (Calico v3.32's confd `processIPPools` and the
+//! `calico_kernel_programming` filter of `bird_ipam.cfg.template`):
+//! - VXLAN pools (`vxlanMode` Always or CrossSubnet) are Felix's (`vxlan.calico`);
+//! - with BGPConfiguration `programClusterRoutes: Disabled` every pool is Felix's
+//!   (IPIP and unencapsulated alike); with `Enabled` (the default) tern programs IPIP
+//!   pools (through `tunl0`) and unencapsulated pools;
+//! - routes outside every pool (a fabric's) are always tern's.
+//!
+//! The metric is what v3.32's BIRD sets as `krt_metric` for a BGP route
+//! (`SetMetricForBGPRoutes` in confd's `populateNodeConfig`): `BIRD_INT_MAX -
+//! LOCAL_PREF` when the route carries a LOCAL_PREF, else the family's normal route
+//! priority (`ipv4NormalRoutePriority` / `ipv6NormalRoutePriority`, default 1024).
+//! BIRD drops a LOCAL_PREF received over eBGP (RFC 4271 5.1.5), so eBGP routes take
+//! the normal priority.
+
+use ipnet::IpNet;
+
+use super::{Encapsulation, Intent};
+use crate::cluster::{EncapMode, DEFAULT_INTERFACE_PREFIX};
+
+/// The workload interface prefixes: FelixConfiguration's, else Felix's default.
+pub(super) fn workload_prefixes(configured: &[String]) -> Vec<String> {
+    if configured.is_empty() {
+        vec![DEFAULT_INTERFACE_PREFIX.to_string()]
+    } else {
+        configured.to_vec()
+    }
+}
+
+impl Intent {
+    /// The pools whose routes Felix programs: VXLAN pools always, every pool when
+    /// `programClusterRoutes` is `Disabled`.
+    pub(super) fn felix_pools(&self) -> Vec<IpNet> {
+        self.pools
+            .iter()
+            .filter(|p| p.vxlan != EncapMode::Never || !self.program_cluster_routes)
+            .map(|p| p.cidr)
+            .collect()
+    }
+
+    /// Whether `ifname` is a workload interface (starts with one of Felix's
+    /// `interfacePrefix` entries).
+    pub fn is_workload_interface(&self, ifname: &str) -> bool {
+        self.workload_prefixes
+            .iter()
+            .any(|p| ifname.starts_with(p.as_str()))
+    }
+}
+
+impl Encapsulation {
+    /// Whether tern writes a learnt route to `net` to the kernel: false inside a pool
+    /// whose routes Felix programs.
+    pub fn programs(&self, net: &IpNet) -> bool {
+        !self.felix_pools.iter().any(|p| p.contains(net))
+    }
+
+    /// The kernel metric of a learnt route to `net`: `BIRD_INT_MAX - local_pref` for
+    /// a route with a LOCAL_PREF learnt over iBGP, the family's normal route priority
+    /// otherwise (see the module documentation).
+    pub fn metric(&self, net: &IpNet, local_pref: Option<u32>, ebgp: bool) -> u32 {
+        match local_pref {
+            Some(lp) if !ebgp => tern_bgp::policy::BIRD_INT_MAX.saturating_sub(lp),
+            _ => self.priority.of(net),
+        }
+    }
+}
