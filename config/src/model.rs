@@ -264,6 +264,10 @@ pub struct BgpPeerSpec {
     pub keep_original_next_hop: Option<bool>,
     /// `Auto` (selected nodes peer back) or `Manual`.
     pub reverse_peering: Option<String>,
+    /// Calico's Local_Workload peers: sessions with this node's own workloads, which
+    /// Felix reports in endpoint status files tern does not read. Parsed so that such a
+    /// BGPPeer is skipped with a warning instead of failing the snapshot.
+    pub local_workload_selector: Option<String>,
 }
 
 /// `Node.spec`.

@@ -1,5 +1,8 @@
 //! The peer set of one node: the node-to-node mesh, then every BGPPeer that applies
-//! (forward, and reverse for `reversePeering: Auto`), merged by peer address.
+//! (forward, and reverse for `reversePeering: Auto`), merged by peer address the way
+//! confd's `updatePeersV1` merges them: global peerings first, then node-specific
+//! ones, then reverse peerings; the first peering to an address wins and a later one
+//! that differs is dropped with a warning naming both resources.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -10,6 +13,17 @@ use crate::cluster::{
     AddressFamily, Applies, Cluster, NextHopMode, Node, PasswordSource, PeerResource, PeerTarget,
     Secret,
 };
+
+/// confd's passes over the BGPPeers, in the order it emits them (`updatePeersV1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// BGPPeers without `node`/`nodeSelector`.
+    Global,
+    /// BGPPeers with `node` or `nodeSelector`.
+    NodeSpecific,
+    /// The reverse peerings that keep Calico nodes symmetric.
+    Reverse,
+}
 
 /// All sessions of `me`, keyed by peer address.
 pub(super) fn peers(
@@ -22,14 +36,19 @@ pub(super) fn peers(
     if cluster.bgp.mesh && me.rr_cluster_id.is_none() {
         mesh(cluster, me, asn, &mut out);
     }
-    for p in &cluster.peers {
-        for s in bgp_peer_sessions(cluster, p, me, asn) {
-            merge(&mut out, s, warnings)?;
+    // Which pass each BGPPeer session came from, to say why a duplicate lost.
+    let mut passes: BTreeMap<IpAddr, Pass> = BTreeMap::new();
+    for pass in [Pass::Global, Pass::NodeSpecific, Pass::Reverse] {
+        // `cluster.peers` is sorted by name: within a pass the first name wins
+        // (confd walks a Go map there, in no fixed order).
+        for p in &cluster.peers {
+            for s in bgp_peer_sessions(cluster, p, me, asn, pass) {
+                merge(&mut out, &mut passes, (s, pass), warnings);
+            }
         }
     }
     Ok(out)
 }
-
 /// The port `n` listens on: its own BGPConfiguration's, else the cluster's.
 fn port_of(cluster: &Cluster, n: &Node) -> u16 {
     cluster
@@ -87,82 +106,192 @@ fn mesh(cluster: &Cluster, me: &Node, asn: u32, out: &mut BTreeMap<IpAddr, PeerI
     }
 }
 
-/// The sessions one BGPPeer gives `me`: forward (it applies to `me`), and reverse
-/// (`reversePeering: Auto`, and its peerSelector selects `me`).
-fn bgp_peer_sessions(cluster: &Cluster, p: &PeerResource, me: &Node, asn: u32) -> Vec<PeerIntent> {
-    let my_addresses: Vec<IpAddr> = me
-        .ipv4
-        .map(|(a, _)| IpAddr::V4(a))
-        .into_iter()
-        .chain(me.ipv6.map(|(a, _)| a))
-        .collect();
-    let mut found: Vec<PeerIntent> = Vec::new();
-    let with_nodes = |select: &dyn Fn(&Node) -> bool, found: &mut Vec<PeerIntent>| {
-        for other in cluster.nodes.values() {
-            if other.name != me.name && select(other) {
-                for (_, theirs) in pairs(me, other) {
-                    let mut s = session(cluster, p, me, asn, Some(other), theirs);
-                    s.port = port_of(cluster, other);
-                    found.push(s);
+/// The sessions one BGPPeer gives `me` in `pass`: forward (it applies to `me`; a
+/// global or a node-specific pass by its node side), and reverse (`reversePeering:
+/// Auto`, and its peer side is `me`: its peerSelector selects `me`, or its peerIP is
+/// one of my addresses and its asNumber my AS).
+fn bgp_peer_sessions(
+    cluster: &Cluster,
+    p: &PeerResource,
+    me: &Node,
+    asn: u32,
+    pass: Pass,
+) -> Vec<PeerIntent> {
+    let global = matches!(p.applies, Applies::Global);
+    match pass {
+        Pass::Global if global => forward(cluster, p, me, asn),
+        Pass::NodeSpecific if !global => forward(cluster, p, me, asn),
+        Pass::Reverse if p.reverse_auto => reverse(cluster, p, me, asn),
+        _ => Vec::new(),
+    }
+}
+
+/// The sessions of a BGPPeer that applies to `me`, toward its peer side.
+fn forward(cluster: &Cluster, p: &PeerResource, me: &Node, asn: u32) -> Vec<PeerIntent> {
+    if !applies(&p.applies, me) {
+        return Vec::new();
+    }
+    match &p.target {
+        PeerTarget::Address(a, port) => {
+            if node_addresses(me).contains(a) {
+                return Vec::new();
+            }
+            let mut s = session(cluster, p, me, asn, None, *a);
+            // A peerIP without a port that is a Calico node of that AS: its listenPort.
+            s.port = port.unwrap_or_else(|| {
+                nodes_at(cluster, *a, p.as_number, None)
+                    .first()
+                    .map_or(179, |n| port_of(cluster, n))
+            });
+            // confd's `calico_node` flag: a global peering with a Calico node
+            // gets the mesh's rule, the greater address (as text) waits.
+            if matches!(p.applies, Applies::Global) && is_node_address(cluster, *a) {
+                if let Some(mine) = me.address_like(*a) {
+                    s.passive = a.to_string() > mine.to_string();
                 }
             }
+            vec![s]
         }
-    };
-    if applies(&p.applies, me) {
-        match &p.target {
-            PeerTarget::Address(a, port) => {
-                if !my_addresses.contains(a) {
-                    let mut s = session(cluster, p, me, asn, None, *a);
-                    s.port = port.unwrap_or(179);
-                    found.push(s);
-                }
-            }
-            PeerTarget::Nodes(sel) => with_nodes(&|other| sel.matches(&other.labels), &mut found),
+        PeerTarget::Nodes(sel) => {
+            with_nodes(cluster, p, me, asn, |other| sel.matches(&other.labels))
         }
     }
-    if let (true, PeerTarget::Nodes(sel)) = (p.reverse_auto, &p.target) {
-        if sel.matches(&me.labels) {
-            with_nodes(&|other| applies(&p.applies, other), &mut found);
+}
+
+/// The reverse sessions of a BGPPeer whose peer side is `me`, toward the nodes of its
+/// node side (every node when it is global). A peerIP reverses only in its family.
+fn reverse(cluster: &Cluster, p: &PeerResource, me: &Node, asn: u32) -> Vec<PeerIntent> {
+    let family = match &p.target {
+        PeerTarget::Nodes(sel) if sel.matches(&me.labels) => None,
+        PeerTarget::Address(a, port)
+            if nodes_at(cluster, *a, p.as_number, *port)
+                .iter()
+                .any(|n| n.name == me.name) =>
+        {
+            Some(AddressFamily::of(*a))
+        }
+        _ => return Vec::new(),
+    };
+    let mut found = with_nodes(cluster, p, me, asn, |other| applies(&p.applies, other));
+    found.retain(|s| family.is_none_or(|f| AddressFamily::of(s.address) == f));
+    for s in &mut found {
+        // The peer is the other node: its AS, not the one the BGPPeer gives for me.
+        s.remote_as = s
+            .peer_node
+            .as_ref()
+            .and_then(|n| cluster.nodes.get(n))
+            .and_then(|n| n.as_number)
+            .unwrap_or(cluster.bgp.as_number);
+        s.kind = reverse_kind(s.kind);
+    }
+    found
+}
+
+/// A reverse peering is node-specific on `me` (confd emits it under the node's key).
+fn reverse_kind(k: PeerKind) -> PeerKind {
+    match k {
+        PeerKind::Global => PeerKind::NodeSpecific,
+        other => other,
+    }
+}
+
+/// Sessions from a BGPPeer with every other node `select` picks, per shared family.
+fn with_nodes(
+    cluster: &Cluster,
+    p: &PeerResource,
+    me: &Node,
+    asn: u32,
+    select: impl Fn(&Node) -> bool,
+) -> Vec<PeerIntent> {
+    let mut found = Vec::new();
+    for other in cluster.nodes.values() {
+        if other.name != me.name && select(other) {
+            for (_, theirs) in pairs(me, other) {
+                let mut s = session(cluster, p, me, asn, Some(other), theirs);
+                s.port = port_of(cluster, other);
+                found.push(s);
+            }
         }
     }
     found
 }
 
-/// Adds one session to the set: it replaces a mesh session to the same address, and
-/// two BGPPeers reaching one address must agree.
+/// A node's addresses.
+fn node_addresses(n: &Node) -> Vec<IpAddr> {
+    n.ipv4
+        .map(|(a, _)| IpAddr::V4(a))
+        .into_iter()
+        .chain(n.ipv6.map(|(a, _)| a))
+        .collect()
+}
+
+/// Whether `a` is some Calico node's address (confd's `nodeIPs`).
+fn is_node_address(cluster: &Cluster, a: IpAddr) -> bool {
+    cluster
+        .nodes
+        .values()
+        .any(|n| node_addresses(n).contains(&a))
+}
+
+/// The nodes a peerIP names (confd's `nodesWithIPPortAndAS`): the address is theirs,
+/// their AS (else the cluster's) is the BGPPeer's, and a port, when given, is theirs.
+fn nodes_at(cluster: &Cluster, a: IpAddr, asn: Option<u32>, port: Option<u16>) -> Vec<&Node> {
+    let want = asn.unwrap_or(cluster.bgp.as_number);
+    cluster
+        .nodes
+        .values()
+        .filter(|n| node_addresses(n).contains(&a))
+        .filter(|n| n.as_number.unwrap_or(cluster.bgp.as_number) == want)
+        .filter(|n| port.is_none_or(|p| p == port_of(cluster, n)))
+        .collect()
+}
+
+/// Adds one session to the set: it replaces a mesh session to the same address; of two
+/// BGPPeers reaching one address the first (by pass, then name) wins, as in confd.
 fn merge(
     out: &mut BTreeMap<IpAddr, PeerIntent>,
-    s: PeerIntent,
+    passes: &mut BTreeMap<IpAddr, Pass>,
+    (s, pass): (PeerIntent, Pass),
     warnings: &mut Vec<String>,
-) -> Result<(), String> {
+) {
     match out.get(&s.address) {
-        None => {
-            out.insert(s.address, s);
-        }
         Some(existing) if existing.kind == PeerKind::Mesh => {
             warnings.push(format!(
                 "{} replaces the node-to-node mesh session with {}",
                 s.origin, s.address
             ));
-            out.insert(s.address, s);
         }
+        None => {}
         // The same resource reached the same peer twice (forward and reverse,
         // as between route reflectors): one session.
-        Some(existing) if existing.origin == s.origin => {}
+        Some(existing) if existing.origin == s.origin => return,
         Some(existing) if existing.same_session(&s) => {
             warnings.push(format!(
                 "{} and {} both configure the session with {}; they agree, so one session is kept",
                 existing.origin, s.origin, s.address
             ));
+            return;
         }
         Some(existing) => {
-            return Err(format!(
-                "{} and {} both configure a session with {} but with different settings; remove or align one",
-                existing.origin, s.origin, s.address
+            let why = match (passes.get(&s.address), pass) {
+                (Some(Pass::Global), Pass::NodeSpecific | Pass::Reverse) => {
+                    "a global peering wins over a node-specific one"
+                }
+                (Some(Pass::NodeSpecific), Pass::Reverse) => {
+                    "an explicit peering wins over a reverse one"
+                }
+                _ => "of two peerings of one kind the first by name wins",
+            };
+            warnings.push(format!(
+                "{} and {} both configure a session with {} with different settings; {} \
+                 is used and {} is ignored for this peer ({why}, as Calico's confd does)",
+                existing.origin, s.origin, s.address, existing.origin, s.origin
             ));
+            return;
         }
     }
-    Ok(())
+    passes.insert(s.address, pass);
+    out.insert(s.address, s);
 }
 
 /// Whether a BGPPeer's node side selects `n`.
@@ -226,6 +355,11 @@ fn session(
             (PeerKind::RouteReflectorClient, true)
         }
         (Some(n), None) if n.rr_cluster_id.is_some() => (PeerKind::RouteReflector, false),
+        // confd gives a peerIP peering no cluster id, so on a reflector every iBGP
+        // peerIP peer is a client (`buildPeerFromData`), a Calico node's address too.
+        (None, Some(_)) if remote_as == p.local_as_number.unwrap_or(asn) => {
+            (PeerKind::RouteReflectorClient, true)
+        }
         _ => match p.applies {
             Applies::Global => (PeerKind::Global, false),
             _ => (PeerKind::NodeSpecific, false),
@@ -268,3 +402,7 @@ fn session(
         origin: format!("BGPPeer {}", p.name),
     }
 }
+
+#[cfg(test)]
+#[path = "peers_tests.rs"]
+mod tests;

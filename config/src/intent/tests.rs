@@ -325,16 +325,7 @@ fn services_and_global_peers_with_ports() {
     );
 }
 
-#[test]
-fn conflicting_peers_are_refused_and_agreeing_ones_merged() {
-    let base = crate::cluster::tests::example("tor");
-    let dup = "---\napiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {name: tor-again}\nspec: {peerIP: 198.51.100.1, asNumber: 65009}\n";
-    let e = intent(&cluster(&format!("{base}{dup}")), "node-a").unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "node node-a: BGPPeer tor-again and BGPPeer tor-rack-1 both configure a session with 198.51.100.1 but with different settings; remove or align one"
-    );
-}
+// Duplicate peerings: `peers_tests::duplicate_peerings_are_resolved_as_confd_resolves_them`.
 
 #[test]
 fn explicit_peers_replace_mesh_sessions_with_a_warning() {

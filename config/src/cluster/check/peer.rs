@@ -18,6 +18,17 @@ pub(super) fn peer(
 ) -> Option<PeerResource> {
     let r = parse_or::<model::BgpPeerSpec>(d, warnings, errors)?;
     let s = r.spec;
+    if s.local_workload_selector.is_some() {
+        // confd renders these as Local_Workload_ peers from Felix's endpoint status
+        // files (`local_bgp_peer_watcher.go`), which tern does not read: skip the one
+        // resource, never the whole snapshot.
+        warnings.push(d.warning(
+            "spec.localWorkloadSelector",
+            "not supported by tern (Calico's Local_Workload peers, sessions with this \
+             node's workloads): this BGPPeer is skipped",
+        ));
+        return None;
+    }
     let before = errors.len();
     let applies = applies(d, &s, errors);
     let target = target(d, &s, errors);

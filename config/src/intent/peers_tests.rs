@@ -1,0 +1,231 @@
+//! Table tests of the peer set against confd's peering rules (`updatePeersV1` in
+//! `confd/pkg/backends/calico/client.go`, `buildPeerFromData` in `bgp_processor.go`):
+//! resources in, sessions and warnings out.
+
+use std::net::IpAddr;
+
+use crate::cluster::Cluster;
+use crate::datastore::Document;
+use crate::intent::{intent, PeerKind};
+
+/// Two dual-stack nodes in AS 64512 with the mesh off; node-b is labelled `rack: r1`.
+const NODES: &str = "apiVersion: projectcalico.org/v3
+kind: BGPConfiguration
+metadata: {name: default}
+spec: {asNumber: 64512, nodeToNodeMeshEnabled: false}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node-a}
+spec: {bgp: {ipv4Address: 198.51.100.10/24, ipv6Address: \"2001:db8:100::10/64\"}}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node-b, labels: {rack: r1}}
+spec: {bgp: {ipv4Address: 198.51.100.11/24, ipv6Address: \"2001:db8:100::11/64\"}}
+";
+
+fn peer(name: &str, spec: &str) -> String {
+    format!("---\napiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: {name}}}\nspec: {{{spec}}}\n")
+}
+
+fn cluster_of(extra: &str) -> (Cluster, Vec<String>) {
+    let (c, w) = Cluster::from_documents(&[Document {
+        origin: "cluster.yaml".into(),
+        text: format!("{NODES}{extra}"),
+    }])
+    .unwrap_or_else(|e| panic!("{e}"));
+    (c, w.iter().map(ToString::to_string).collect())
+}
+
+/// One session of the table: address, port, kind, passive, remote AS, origin.
+type Row = (IpAddr, u16, PeerKind, bool, u32, String);
+
+/// The sessions of `node` and every warning (the snapshot's, then the intent's).
+fn sessions(extra: &str, node: &str) -> (Vec<Row>, Vec<String>) {
+    let (c, mut warnings) = cluster_of(extra);
+    let (i, w) = intent(&c, node).unwrap_or_else(|e| panic!("{e}"));
+    warnings.extend(w);
+    let rows = i
+        .peers
+        .values()
+        .map(|p| {
+            (
+                p.address,
+                p.port,
+                p.kind,
+                p.passive,
+                p.remote_as,
+                p.origin.clone(),
+            )
+        })
+        .collect();
+    (rows, warnings)
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+fn row(a: &str, port: u16, kind: PeerKind, passive: bool, asn: u32, origin: &str) -> Row {
+    (ip(a), port, kind, passive, asn, origin.to_string())
+}
+
+#[test]
+fn a_local_workload_peer_is_skipped_with_a_warning_and_the_rest_applies() {
+    let extra = format!(
+        "{}{}",
+        peer(
+            "workloads",
+            "localWorkloadSelector: \"color == 'red'\", asNumber: 65010"
+        ),
+        peer("tor", "peerIP: 198.51.100.1, asNumber: 65001"),
+    );
+    let (rows, w) = sessions(&extra, "node-a");
+    assert_eq!(
+        rows,
+        vec![row(
+            "198.51.100.1",
+            179,
+            PeerKind::Global,
+            false,
+            65001,
+            "BGPPeer tor"
+        )]
+    );
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("workloads") && w[0].contains("spec.localWorkloadSelector"),
+        "{w:?}"
+    );
+    assert!(w[0].contains("not supported by tern"), "{w:?}");
+}
+
+#[test]
+fn duplicate_peerings_are_resolved_as_confd_resolves_them() {
+    // (resources, the origin that must win, words the warning must hold)
+    let cases: &[(String, &str, &str)] = &[
+        // A global peering beats a node-specific one, whatever the names.
+        (
+            format!(
+                "{}{}",
+                peer(
+                    "a-node",
+                    "node: node-a, peerIP: 198.51.100.1, asNumber: 65001, keepaliveTime: 5s"
+                ),
+                peer("z-global", "peerIP: 198.51.100.1, asNumber: 65001"),
+            ),
+            "BGPPeer z-global",
+            "a global peering wins over a node-specific one",
+        ),
+        // Two global peerings: the first by name.
+        (
+            format!(
+                "{}{}",
+                peer("b", "peerIP: 198.51.100.1, asNumber: 65002"),
+                peer("a", "peerIP: 198.51.100.1, asNumber: 65001"),
+            ),
+            "BGPPeer a",
+            "the first by name wins",
+        ),
+        // An explicit peering beats the reverse of another node's peering.
+        (
+            format!(
+                "{}{}",
+                peer(
+                    "a-reverse",
+                    "node: node-b, peerSelector: \"all()\", keepaliveTime: 7s"
+                ),
+                peer(
+                    "z-explicit",
+                    "node: node-a, peerIP: 198.51.100.11, asNumber: 64512"
+                ),
+            ),
+            "BGPPeer z-explicit",
+            "an explicit peering wins over a reverse one",
+        ),
+    ];
+    for (extra, winner, why) in cases {
+        let (rows, w) = sessions(extra, "node-a");
+        let origins: Vec<&str> = rows.iter().map(|r| r.5.as_str()).collect();
+        assert!(origins.contains(winner), "{extra}: {rows:?}");
+        let dup: Vec<&String> = w
+            .iter()
+            .filter(|w| w.contains("different settings"))
+            .collect();
+        assert_eq!(dup.len(), 1, "{extra}: {w:?}");
+        assert!(dup[0].contains(why), "{extra}: {}", dup[0]);
+        assert!(dup[0].contains(&format!("{winner} is used")), "{}", dup[0]);
+    }
+}
+
+#[test]
+fn a_peer_ip_that_is_a_calico_node_gets_its_port_passive_rule_and_a_reverse_peering() {
+    let extra = format!(
+        "{}{}",
+        peer("to-b", "peerIP: 198.51.100.11, asNumber: 64512"),
+        "---\napiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: node.node-b}\nspec: {listenPort: 1790}\n",
+    );
+    // node-a: the port is node-b's listenPort, and as in the mesh the side whose peer
+    // has the greater address (as text) waits: node-a waits, node-b dials.
+    let (rows, _) = sessions(&extra, "node-a");
+    assert_eq!(
+        rows,
+        vec![row(
+            "198.51.100.11",
+            1790,
+            PeerKind::Global,
+            true,
+            64512,
+            "BGPPeer to-b"
+        )]
+    );
+    // node-b: the reverse peering toward node-a, IPv4 only (the peerIP's family).
+    let (rows, _) = sessions(&extra, "node-b");
+    assert_eq!(
+        rows,
+        vec![row(
+            "198.51.100.10",
+            179,
+            PeerKind::NodeSpecific,
+            false,
+            64512,
+            "BGPPeer to-b"
+        )]
+    );
+}
+
+#[test]
+fn reverse_peering_manual_gives_no_reverse_session() {
+    let extra = peer(
+        "to-b",
+        "peerIP: 198.51.100.11, asNumber: 64512, reversePeering: Manual",
+    );
+    let (rows, _) = sessions(&extra, "node-b");
+    assert_eq!(rows, vec![]);
+}
+
+#[test]
+fn an_ibgp_peer_ip_on_a_route_reflector_is_its_client() {
+    let extra = format!(
+        "{}{}",
+        "---\napiVersion: projectcalico.org/v3\nkind: Node\nmetadata: {name: rr}\nspec: {bgp: {ipv4Address: 198.51.100.20/24, routeReflectorClusterID: 203.0.113.1}}\n",
+        peer("clients", "node: rr, peerIP: 198.51.100.30, asNumber: 64512"),
+    );
+    let (rows, _) = sessions(&extra, "rr");
+    assert_eq!(
+        rows,
+        vec![row(
+            "198.51.100.30",
+            179,
+            PeerKind::RouteReflectorClient,
+            false,
+            64512,
+            "BGPPeer clients"
+        )]
+    );
+    // An eBGP peerIP is not a client.
+    let extra = extra.replace("asNumber: 64512", "asNumber: 65030");
+    let (rows, _) = sessions(&extra, "rr");
+    assert_eq!(rows[0].2, PeerKind::NodeSpecific, "{rows:?}");
+}
