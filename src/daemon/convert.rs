@@ -90,6 +90,7 @@ pub fn peer_config(
         ttl_security: p.ttl_security,
         rr_client: p.rr_client,
         next_hop_self: p.next_hop == NextHopMode::SelfHop,
+        next_hop_keep: p.next_hop == NextHopMode::Keep,
         allowas_in: u8::try_from(p.allowas_in).unwrap_or(u8::MAX),
         // Validation caps the time at 4095 s, the capability's 12-bit field.
         families: p
@@ -143,18 +144,26 @@ pub fn origin_attrs(o: &Origination) -> PathAttributes {
     a
 }
 
-/// The kernel route for a Loc-RIB entry learned from peers; `None` for our own. A
-/// next hop the pool wants reached through IPIP is `onlink` with the interface left
-/// open: the FIB task puts it on the tunnel device (it knows the interfaces).
+/// The kernel route for a Loc-RIB entry learned from peers; `None` for our own and for
+/// a prefix inside a pool whose routes Felix programs (VXLAN pools, every pool with
+/// `programClusterRoutes: Disabled`). A next hop the pool wants reached through IPIP
+/// is `onlink` with the interface left open: the FIB task puts it on the tunnel device
+/// (it knows the interfaces). The metric is the one v3.32's BIRD gives the route
+/// ([`Encapsulation::metric`]).
 pub fn kernel_route(
     prefix: IpNet,
     best: &Best,
     table: u32,
     encap: &Encapsulation,
 ) -> Option<Route> {
-    if best.best.source.local {
+    if best.best.source.local || !encap.programs(&prefix) {
         return None;
     }
+    let b = &best.best;
+    let metric = kernel_metric(
+        &prefix,
+        encap.metric(&prefix, b.attrs.local_pref, b.source.ebgp),
+    );
     let mut hops: Vec<IpAddr> = best.multipath.iter().map(|p| p.next_hop).collect();
     if hops.is_empty() {
         hops.push(best.best.next_hop);
@@ -171,9 +180,19 @@ pub fn kernel_route(
                 })
                 .collect(),
         ),
-        metric: 0,
+        metric,
         table,
     })
+}
+
+/// A metric as tern-fib holds it: for IPv6 the kernel's default 1024 reads back as
+/// 0, so 1024 is written as 0 (the same kernel route) to compare equal.
+fn kernel_metric(prefix: &IpNet, metric: u32) -> u32 {
+    const IPV6_DEFAULT_METRIC: u32 = 1024;
+    match prefix {
+        IpNet::V6(_) if metric == IPV6_DEFAULT_METRIC => 0,
+        _ => metric,
+    }
 }
 
 /// Whether the route to `prefix` goes to `next_hop` through IPIP (the pool asks for it).

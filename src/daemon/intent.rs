@@ -170,9 +170,12 @@ pub async fn apply_diff(
     );
 }
 
-/// Originates the workload addresses that are borrowed (inside a pool that exports,
-/// outside this node's own blocks, not already originated from IPAM data, not on an
-/// ignored interface) and withdraws those that no longer are.
+/// Originates the workload addresses that are borrowed (on a workload interface, inside
+/// a pool that exports, outside this node's own blocks, not already originated from
+/// IPAM data) and withdraws those that no longer are. BGPConfiguration
+/// `ignoredInterfaces` plays no part: confd renders it into BIRD's `direct` protocol
+/// only (connected routes, which tern does not learn), never into the kernel protocol
+/// that learns workload routes.
 pub async fn sync_workloads(
     intent: &Intent,
     workloads: &BTreeMap<IpNet, String>,
@@ -183,13 +186,10 @@ pub async fn sync_workloads(
     let wanted: BTreeSet<IpNet> = workloads
         .iter()
         .filter(|(p, ifname)| {
-            intent.pool_of(p).is_some_and(|pool| pool.export)
+            intent.is_workload_interface(ifname)
+                && intent.pool_of(p).is_some_and(|pool| pool.export)
                 && !intent.own_blocks.iter().any(|b| b.contains(*p))
                 && !intent.originated.contains_key(*p)
-                && !intent
-                    .ignored_interfaces
-                    .iter()
-                    .any(|pat| tern_config::policy::interface_matches(pat, ifname))
         })
         .map(|(p, _)| *p)
         .collect();

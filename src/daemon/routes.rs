@@ -265,4 +265,162 @@ mod tests {
         tx.send_replace(Some(Arc::new(intent)));
         assert_eq!(f.filter(both()), Routes::Want(vec![(other, None)]));
     }
+
+    /// A cluster with a VXLAN, an IPIP and a plain pool, `extra` added.
+    fn kernel_intent(extra: &str) -> Arc<Intent> {
+        let text = format!(
+            "apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {{name: node-a}}
+spec: {{bgp: {{ipv4Address: 198.51.100.10/24, ipv6Address: \"2001:db8::10/64\"}}}}
+---
+apiVersion: projectcalico.org/v3
+kind: IPPool
+metadata: {{name: vxlan}}
+spec: {{cidr: 198.18.0.0/24, vxlanMode: CrossSubnet}}
+---
+apiVersion: projectcalico.org/v3
+kind: IPPool
+metadata: {{name: ipip}}
+spec: {{cidr: 198.18.2.0/24, ipipMode: Always}}
+---
+apiVersion: projectcalico.org/v3
+kind: IPPool
+metadata: {{name: plain}}
+spec: {{cidr: 198.18.3.0/24}}
+{extra}"
+        );
+        let (c, _) =
+            tern_config::cluster::Cluster::from_documents(&[tern_config::datastore::Document {
+                origin: "cluster.yaml".into(),
+                text,
+            }])
+            .unwrap();
+        Arc::new(tern_config::intent::intent(&c, "node-a").unwrap().0)
+    }
+
+    /// A Loc-RIB entry learnt from `hop` (iBGP unless `ebgp`), with `local_pref`.
+    fn learnt(hop: &str, ebgp: bool, local_pref: Option<u32>) -> Best {
+        use tern_bgp::rib::{Path, PeerSource, Reason};
+        let address: std::net::IpAddr = hop.parse().unwrap();
+        let p = Arc::new(Path {
+            source: Arc::new(PeerSource {
+                address,
+                router_id: "198.51.100.99".parse().unwrap(),
+                asn: if ebgp { 64513 } else { 64512 },
+                ebgp,
+                rr_client: false,
+                local: false,
+            }),
+            attrs: Arc::new(tern_bgp::wire::PathAttributes {
+                local_pref,
+                ..Default::default()
+            }),
+            next_hop: address,
+            path_id: 0,
+            igp_cost: None,
+            stale: false,
+        });
+        Best {
+            best: Arc::clone(&p),
+            multipath: vec![p],
+            reason: Reason::Equal,
+        }
+    }
+
+    /// The kernel route the filter wants for `prefix` learnt as `best`.
+    fn wanted(intent: &Arc<Intent>, prefix: &str, best: Best) -> Option<Route> {
+        let (tx, rx) = watch::channel(None);
+        let mut f = RibFilter::new(rx, 254, true);
+        // Published after the filter starts, as the main loop does.
+        tx.send_replace(Some(Arc::clone(intent)));
+        let prefix: IpNet = prefix.parse().unwrap();
+        let Routes::Want(mut w) = f.filter(RibNews::Changes(vec![tern_bgp::rib::BestChange {
+            prefix,
+            now: Some(best),
+        }])) else {
+            panic!("not a route list");
+        };
+        assert_eq!(w.len(), 1);
+        let (p, r) = w.remove(0);
+        assert_eq!(p, prefix);
+        r
+    }
+
+    fn hops(r: &Route) -> Vec<NextHop> {
+        match &r.kind {
+            RouteKind::Unicast(h) => h.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn vxlan_pool_routes_are_left_to_felix_and_removed_if_there() {
+        let i = kernel_intent("");
+        // None: the FIB task removes a route of ours to the prefix, if it has one.
+        assert_eq!(
+            wanted(&i, "198.18.0.64/26", learnt("203.0.113.2", false, None)),
+            None
+        );
+        assert_eq!(
+            wanted(&i, "198.18.0.64/26", learnt("198.51.100.2", false, None)),
+            None
+        );
+    }
+
+    #[test]
+    fn ipip_and_plain_pools_follow_program_cluster_routes() {
+        let i = kernel_intent("");
+        let ipip = wanted(&i, "198.18.2.64/26", learnt("198.51.100.2", false, None)).unwrap();
+        assert!(hops(&ipip)[0].onlink, "IPIP: through the tunnel");
+        let plain = wanted(&i, "198.18.3.64/26", learnt("198.51.100.2", false, None)).unwrap();
+        assert!(!hops(&plain)[0].onlink);
+        let off = kernel_intent("---\napiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: default}\nspec: {programClusterRoutes: Disabled}\n");
+        for p in ["198.18.2.64/26", "198.18.3.64/26"] {
+            assert_eq!(
+                wanted(&off, p, learnt("198.51.100.2", false, None)),
+                None,
+                "{p}"
+            );
+        }
+        // Outside every pool (a fabric's route): always tern's.
+        assert!(wanted(&off, "203.0.113.0/24", learnt("198.51.100.2", true, None)).is_some());
+    }
+
+    #[test]
+    fn the_metric_is_what_bird_would_install() {
+        let i = kernel_intent("---\napiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: default}\nspec: {ipv4NormalRoutePriority: 300, ipv6NormalRoutePriority: 2000}\n");
+        let metric = |p: &str, b: Best| wanted(&i, p, b).unwrap().metric;
+        assert_eq!(
+            metric("198.18.3.64/26", learnt("198.51.100.2", false, None)),
+            300
+        );
+        assert_eq!(
+            metric("203.0.113.0/24", learnt("198.51.100.1", true, Some(100))),
+            300
+        );
+        let lp = tern_bgp::policy::BIRD_INT_MAX - 512;
+        assert_eq!(
+            metric("198.18.3.64/26", learnt("198.51.100.2", false, Some(lp))),
+            512
+        );
+        assert_eq!(
+            metric("2001:db8:5::/64", learnt("2001:db8::2", false, None)),
+            2000
+        );
+        // IPv6's 1024 is the kernel's default, which tern-fib reads back as 0.
+        let d = kernel_intent("");
+        assert_eq!(
+            wanted(&d, "2001:db8:5::/64", learnt("2001:db8::2", false, None))
+                .unwrap()
+                .metric,
+            0
+        );
+        assert_eq!(
+            wanted(&d, "198.18.3.64/26", learnt("198.51.100.2", false, None))
+                .unwrap()
+                .metric,
+            1024
+        );
+    }
 }

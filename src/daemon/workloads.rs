@@ -1,9 +1,10 @@
 //! Linux: workload routes learned from the kernel, as Calico's BIRD learns them. The
-//! CNI plugin routes each pod address to its `cali*` interface; a pod address outside
+//! CNI plugin routes each pod address to its workload interface; a pod address outside
 //! this node's own blocks is a borrowed one and must be advertised as a /32 (/128) even
-//! when the IPAM data does not say so yet. This task reports the host routes to `cali*`
-//! interfaces (address → interface name) whenever they change; the main loop decides
-//! which to originate with the intent (pools, own blocks, ignored interfaces).
+//! when the IPAM data does not say so yet. This task reports every host route straight
+//! onto a device (address → interface name) whenever they change; the main loop keeps
+//! those on workload interfaces (FelixConfiguration `interfacePrefix`, default `cali`)
+//! and decides which to originate with the intent (pools, own blocks).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,9 +16,6 @@ use tern_fib::linux::{watch, watch_ignoring_added, KernelEvent, LinuxFib};
 use tern_fib::task::KernelNews;
 use tern_fib::{Route, RouteKind};
 use tokio::sync::mpsc;
-
-/// Calico's default workload interface prefix (Felix's `InterfacePrefix`).
-pub const WORKLOAD_PREFIX: &str = "cali";
 
 /// The interface of a host route straight onto a device, if `r` is one.
 fn host_route_device(r: &Route) -> Option<u32> {
@@ -62,11 +60,7 @@ impl Scan {
     fn workloads(&self) -> BTreeMap<IpNet, String> {
         self.routes
             .iter()
-            .filter_map(|(p, i)| {
-                let name = self.names.get(i)?;
-                name.starts_with(WORKLOAD_PREFIX)
-                    .then(|| (*p, name.clone()))
-            })
+            .filter_map(|(p, i)| Some((*p, self.names.get(i)?.clone())))
             .collect()
     }
 }
