@@ -41,6 +41,10 @@ pub struct ExportPolicy {
     pub peer_is_client: bool,
     /// Always put our own address as next hop, also towards iBGP peers.
     pub next_hop_self: bool,
+    /// Never put our own address as next hop on a learnt route, also towards eBGP
+    /// peers (Calico's `nextHopMode: Keep`, BIRD's `next hop keep`); our own routes
+    /// still carry our address, they have no other.
+    pub next_hop_keep: bool,
     /// Our IPv4 address on this session.
     pub local_v4: Option<Ipv4Addr>,
     /// Our IPv6 address, for IPv6 routes (MP-BGP on an IPv4 session too).
@@ -114,7 +118,11 @@ pub fn export(path: &Path, policy: &ExportPolicy) -> Option<Exported> {
             // MED is not passed from one neighbouring AS to another (RFC 4271 §5.1.4).
             out.med = None;
         }
-        own(v6)?
+        if policy.next_hop_keep && !src.local {
+            path.next_hop
+        } else {
+            own(v6)?
+        }
     } else {
         if out.as_path.is_none() {
             out.as_path = Some(AsPath::default());

@@ -79,6 +79,9 @@ pub struct PeerConfig {
     pub rr_client: bool,
     /// Always advertise ourselves as next hop.
     pub next_hop_self: bool,
+    /// Never advertise ourselves as next hop of a learnt route, also to an eBGP peer
+    /// (Calico's `nextHopMode: Keep` / `keepOriginalNextHop`).
+    pub next_hop_keep: bool,
     /// Calico's numAllowedLocalASNumbers.
     pub allowas_in: u8,
     /// Graceful-restart time we announce to this peer (seconds, at most 4095): how long
@@ -128,6 +131,7 @@ impl PeerConfig {
             ttl_security: None,
             rr_client: false,
             next_hop_self: false,
+            next_hop_keep: false,
             allowas_in: 0,
             restart_time: None,
             families: Vec::new(),

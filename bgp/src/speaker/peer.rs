@@ -283,6 +283,7 @@ pub(super) fn export_policy(cfg: &SpeakerConfig, p: &PeerConfig) -> ExportPolicy
         cluster_id: cfg.cluster_id,
         peer_is_client: p.rr_client,
         next_hop_self: p.next_hop_self,
+        next_hop_keep: p.next_hop_keep,
         local_v4: match p.local_address {
             Some(IpAddr::V4(a)) => Some(a),
             _ => p.local_v4,

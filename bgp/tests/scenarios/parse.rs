@@ -90,7 +90,7 @@ pub fn config(words: &[&str]) -> SpeakerConfig {
     c
 }
 
-/// `<address> as <asn> [rr-client] [next-hop-self] [max-prefixes <n>] [restart-time <s>]
+/// `<address> as <asn> [rr-client] [next-hop-self] [next-hop-keep] [max-prefixes <n>] [restart-time <s>]
 /// [local <address>] [families ipv4,ipv6]`.
 pub fn peer(words: &[&str]) -> PeerConfig {
     let (Some(a), Some(&"as"), Some(asn)) = (words.first(), words.get(1), words.get(2)) else {
@@ -102,6 +102,7 @@ pub fn peer(words: &[&str]) -> PeerConfig {
         match *k {
             "rr-client" => p.rr_client = true,
             "next-hop-self" => p.next_hop_self = true,
+            "next-hop-keep" => p.next_hop_keep = true,
             "max-prefixes" => p.max_prefixes = Some(num(w.next(), "max-prefixes")),
             "restart-time" => p.restart_time = Some(num(w.next(), "restart-time")),
             "local" => p.local_address = Some(ip(w.next().unwrap())),

@@ -67,6 +67,7 @@ fn policy(peer: &str, ebgp: bool) -> ExportPolicy {
         cluster_id: None,
         peer_is_client: false,
         next_hop_self: false,
+        next_hop_keep: false,
         local_v4: Some(ME),
         local_v6: "2001:db8::1".parse().ok(),
     }
@@ -130,6 +131,30 @@ fn to_ebgp_peers() {
     assert_eq!(
         export(&own, &policy("203.0.113.9", true)).and_then(|e| e.attrs.med),
         Some(7)
+    );
+}
+
+#[test]
+fn next_hop_keep_leaves_a_learnt_routes_next_hop_towards_ebgp_peers() {
+    // BIRD's `next hop keep` (Calico's nextHopMode: Keep): the learnt route's next
+    // hop goes out unchanged; our own routes have no other next hop than ours.
+    let keep = ExportPolicy {
+        next_hop_keep: true,
+        ..policy("203.0.113.9", true)
+    };
+    let learnt = path(src("198.51.100.2", false, false), attrs());
+    let e = export(&learnt, &keep).unwrap_or_else(|| panic!("not exported"));
+    assert_eq!(e.next_hop, learnt.next_hop);
+    assert_ne!(e.next_hop, IpAddr::V4(ME));
+    assert_eq!(
+        export(&learnt, &policy("203.0.113.9", true)).map(|e| e.next_hop),
+        Some(IpAddr::V4(ME)),
+        "without keep the next hop is ours"
+    );
+    let own = path(local(), attrs());
+    assert_eq!(
+        export(&own, &keep).map(|e| e.next_hop),
+        Some(IpAddr::V4(ME))
     );
 }
 
