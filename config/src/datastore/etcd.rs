@@ -85,7 +85,6 @@ const API_VERSION: &str = "projectcalico.org/v3";
 pub const IGNORED_PLURALS: &[&str] = &[
     "caliconodestatuses",
     "clusterinformations",
-    "felixconfigurations",
     "globalnetworkpolicies",
     "globalnetworksets",
     "hostendpoints",

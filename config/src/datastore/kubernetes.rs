@@ -4,7 +4,8 @@
 //!
 //! What is read (every call is listed in [`API_CALLS`], which `deploy/kubernetes/rbac.yaml`
 //! grants, and nothing more):
-//! - `crd.projectcalico.org/v1` BGPConfiguration, BGPPeer, BGPFilter, IPPool: passed on as
+//! - `crd.projectcalico.org/v1` BGPConfiguration, BGPPeer, BGPFilter, IPPool,
+//!   FelixConfiguration (for its `interfacePrefix`): passed on as
 //!   `projectcalico.org/v3` documents of the same kind with `metadata` reduced to name,
 //!   labels and `tern/` annotations, `spec` unchanged.
 //! - `crd.projectcalico.org/v1` IPAMBlock and BlockAffinity: converted exactly as the etcd
@@ -157,6 +158,8 @@ pub enum Kind {
     IpamBlock,
     /// `crd.projectcalico.org/v1` BlockAffinity.
     BlockAffinity,
+    /// `crd.projectcalico.org/v1` FelixConfiguration (tern reads `interfacePrefix`).
+    FelixConfiguration,
     /// core/v1 Node (metadata only).
     Node,
     /// core/v1 Secret in the configured namespace.
@@ -179,6 +182,7 @@ impl Kind {
         Kind::IpPool,
         Kind::IpamBlock,
         Kind::BlockAffinity,
+        Kind::FelixConfiguration,
         Kind::Node,
         Kind::Secret,
         Kind::Service,
@@ -194,6 +198,7 @@ impl Kind {
             Kind::IpPool => "IPPool",
             Kind::IpamBlock => "IPAMBlock",
             Kind::BlockAffinity => "BlockAffinity",
+            Kind::FelixConfiguration => "FelixConfiguration",
             Kind::Node => "Node",
             Kind::Secret => "Secret",
             Kind::Service => "Service",
@@ -210,6 +215,7 @@ impl Kind {
             Kind::IpPool => (CALICO_CRD_GROUP, "v1", "ippools"),
             Kind::IpamBlock => (CALICO_CRD_GROUP, "v1", "ipamblocks"),
             Kind::BlockAffinity => (CALICO_CRD_GROUP, "v1", "blockaffinities"),
+            Kind::FelixConfiguration => (CALICO_CRD_GROUP, "v1", "felixconfigurations"),
             Kind::Node => ("", "v1", "nodes"),
             Kind::Secret => ("", "v1", "secrets"),
             Kind::Service => ("", "v1", "services"),
@@ -263,6 +269,7 @@ pub const API_CALLS: &[ApiCall] = calls![
     "crd.projectcalico.org" "ippools" false,
     "crd.projectcalico.org" "ipamblocks" false,
     "crd.projectcalico.org" "blockaffinities" false,
+    "crd.projectcalico.org" "felixconfigurations" false,
     "" "nodes" false,
     "" "secrets" true,
     "" "services" false,

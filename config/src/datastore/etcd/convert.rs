@@ -180,6 +180,7 @@ pub(super) fn kind_for_plural(plural: &str) -> String {
         "bgpconfigurations" => "BGPConfiguration",
         "bgpfilters" => "BGPFilter",
         "bgppeers" => "BGPPeer",
+        "felixconfigurations" => "FelixConfiguration",
         "blockaffinities" => "BlockAffinity",
         "ippools" => "IPPool",
         "nodes" => "Node",

@@ -238,6 +238,7 @@ fn resource_gets_api_version_kind_and_name_from_the_key() {
         ("nodes", "Node"),
         ("ippools", "IPPool"),
         ("bgpfilters", "BGPFilter"),
+        ("felixconfigurations", "FelixConfiguration"),
     ] {
         let key = resource_key(&format!("{plural}/thing-1"));
         let got = converted(&key, r#"{"spec":{"x":1}}"#);
@@ -292,7 +293,6 @@ fn resources_tern_never_uses_are_skipped() {
         "networkpolicies/default/allow",
         "globalnetworkpolicies/deny",
         "profiles/kns.default",
-        "felixconfigurations/default",
         "clusterinformations/default",
     ] {
         assert_eq!(doc(&resource_key(rest), "{}"), None, "{rest}");

@@ -88,7 +88,9 @@ pub fn convert(kind: Kind, object: &Value) -> Result<Item, Unnamed> {
     };
     let origin = format!("kubernetes {} {key}", kind.kind_name());
     let (value, link) = match kind {
-        Kind::BgpFilter | Kind::IpPool => (calico_resource(kind, name, object), Link::None),
+        Kind::BgpFilter | Kind::IpPool | Kind::FelixConfiguration => {
+            (calico_resource(kind, name, object), Link::None)
+        }
         // The mesh password's Secret (`nodeMeshPassword.secretKeyRef`) is wanted too.
         Kind::BgpConfiguration => (
             calico_resource(kind, name, object),

@@ -371,3 +371,22 @@ fn the_mesh_password_secret_is_wanted() {
         Link::PeerSecrets(vec!["mesh".into()])
     );
 }
+
+#[test]
+fn felix_configuration_gives_the_workload_interface_prefixes() {
+    let felix = json!({
+        "apiVersion": "crd.projectcalico.org/v1",
+        "kind": "FelixConfiguration",
+        "metadata": {"name": "default", "resourceVersion": "7"},
+        "spec": {"interfacePrefix": "tap,cali", "bpfEnabled": false, "logSeverityScreen": "Info"},
+    });
+    let item = convert(Kind::FelixConfiguration, &felix).unwrap();
+    assert_eq!(
+        item.document.origin,
+        "kubernetes FelixConfiguration default"
+    );
+    let (cluster, warnings) = Cluster::from_documents(&[item.document]).unwrap();
+    assert_eq!(cluster.interface_prefixes, ["tap", "cali"]);
+    // Felix's own settings are not tern's to warn about.
+    assert!(warnings.is_empty(), "{warnings:?}");
+}

@@ -209,10 +209,14 @@ where
                     listed |= matches!(event, Event::InitDone);
                     event_input(kind, event, &context)
                 }
-                Err(err) if kind == Kind::BgpFilter && not_found(&err) => {
+                Err(err)
+                    if matches!(kind, Kind::BgpFilter | Kind::FelixConfiguration)
+                        && not_found(&err) =>
+                {
                     // Calico before 3.26 has no BGPFilter CRD: no filters, not an
-                    // outage. The watcher keeps trying, so a CRD installed later is read.
-                    debug!("no BGPFilter CRD (404): reading no BGP filters");
+                    // outage; a cluster without Felix's CRD (BGP only) has Felix's
+                    // defaults. The watcher keeps trying, so a CRD installed later is read.
+                    debug!(kind = kind.kind_name(), "no such CRD (404): reading none");
                     for input in [Input::Init(kind), Input::InitDone(kind)] {
                         if context.inputs.send(input).await.is_err() {
                             return;
