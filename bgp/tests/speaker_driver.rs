@@ -47,6 +47,7 @@ impl Harness {
             router_id: US,
             local_as: 65000,
             listen: None,
+            extra_listen: Vec::new(),
             cluster_id: None,
             max_paths: 1,
             peers: peers

@@ -103,6 +103,7 @@ fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
                             IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)),
                             179,
                         )),
+                        extra_listen: Vec::new(),
                         cluster_id: None,
                         max_paths: 1,
                         peers: vec![PeerConfig {

@@ -40,6 +40,7 @@ fn config(me: [u8; 4], asn: u32, peers: Vec<PeerConfig>) -> SpeakerConfig {
         router_id: me.into(),
         local_as: asn,
         listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 179)),
+        extra_listen: Vec::new(),
         cluster_id: None,
         max_paths: 4,
         peers,

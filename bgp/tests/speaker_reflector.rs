@@ -131,6 +131,7 @@ fn tern_reflects_between_gobgp_and_frr_clients() {
                     router_id: Ipv4Addr::new(198, 51, 100, 1),
                     local_as: 64512,
                     listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 179)),
+                    extra_listen: Vec::new(),
                     cluster_id: Some(CLUSTER),
                     max_paths: 4,
                     peers: vec![client(GOBGP), client(FRR)],

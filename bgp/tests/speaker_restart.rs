@@ -35,6 +35,7 @@ fn config(me: SocketAddr, peers: Vec<PeerConfig>, restarting: bool) -> SpeakerCo
         router_id: id,
         local_as: 64512,
         listen: Some(me),
+        extra_listen: Vec::new(),
         cluster_id: None,
         max_paths: 1,
         peers,

@@ -27,6 +27,8 @@ pub fn speaker_config(
     secrets_dir: &Path,
     limits: &Limits,
 ) -> (SpeakerConfig, Vec<String>) {
+    // bindMode NodeIP binds each node address (IPv4 and IPv6 on a dual-stack node),
+    // as confd renders one BIRD per family, each listening on its own address.
     let listen_ip: IpAddr = match i.listen.addresses.first() {
         Some(a) => *a,
         // Dual-stack when the node has IPv6, so one listener takes both families.
@@ -45,6 +47,13 @@ pub fn speaker_config(
         router_id: i.router_id,
         local_as: i.asn,
         listen: Some(SocketAddr::new(listen_ip, i.listen.port)),
+        extra_listen: i
+            .listen
+            .addresses
+            .iter()
+            .skip(1)
+            .map(|a| SocketAddr::new(*a, i.listen.port))
+            .collect(),
         cluster_id: i.rr_cluster_id,
         max_paths: 8,
         peers,

@@ -1,4 +1,5 @@
-//! The passive side: one TCP listener (port 179 unless configured) that hands each
+//! The passive side: TCP listening sockets (one, on port 179 unless configured; one
+//! per node address with `bindMode: NodeIP` on a dual-stack node) that hand each
 //! accepted connection to the session of its source address. A connection from an
 //! address that is not a configured peer is closed at once and reported once as data
 //! (the daemon logs it), so a scanner cannot cause an error storm.
@@ -10,6 +11,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use super::{sockopt, Command, SessionHandle};
 
@@ -20,10 +22,11 @@ pub struct Refused {
     pub from: SocketAddr,
 }
 
-/// A bound listener and the sessions it serves.
+/// Bound listening sockets and the sessions they serve.
 #[derive(Debug)]
 pub struct Listener {
-    listener: TcpListener,
+    /// At least one socket; the first is the main address.
+    listeners: Vec<TcpListener>,
     peers: Arc<RwLock<HashMap<IpAddr, SessionHandle>>>,
 }
 
@@ -48,30 +51,59 @@ fn md5_address(listener_is_v6: bool, peer: IpAddr) -> IpAddr {
 impl Listener {
     /// Binds and listens on `addr` (e.g. `0.0.0.0:179` or `[::]:179`).
     pub fn bind(addr: SocketAddr) -> io::Result<Listener> {
-        let sock = if addr.is_ipv4() {
-            TcpSocket::new_v4()?
-        } else {
-            TcpSocket::new_v6()?
-        };
-        sock.set_reuseaddr(true)?;
-        sock.bind(addr)?;
+        Listener::bind_all(&[addr])
+    }
+
+    /// Binds and listens on each of `addrs` (e.g. a node's IPv4 and IPv6 address);
+    /// an error names the address that could not be bound.
+    pub fn bind_all(addrs: &[SocketAddr]) -> io::Result<Listener> {
+        if addrs.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no address to listen on",
+            ));
+        }
+        let listeners = addrs
+            .iter()
+            .map(|a| listen_on(*a).map_err(|e| io::Error::new(e.kind(), format!("{a}: {e}"))))
+            .collect::<io::Result<Vec<_>>>()?;
         Ok(Listener {
-            listener: sock.listen(1024)?,
+            listeners,
             peers: Arc::new(RwLock::new(HashMap::new())),
         })
     }
 
-    /// The address actually bound (useful with port 0).
+    /// The address actually bound by the first socket (useful with port 0).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+        self.local_addrs()?
+            .first()
+            .copied()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no listening socket"))
+    }
+
+    /// The addresses actually bound, in the order given.
+    pub fn local_addrs(&self) -> io::Result<Vec<SocketAddr>> {
+        self.listeners.iter().map(TcpListener::local_addr).collect()
     }
 
     /// Accepts connections from `handle.peer`'s address, signed with `password` if set
     /// (TCP-MD5 must be configured on the listening socket before the peer's SYN).
     pub fn add_peer(&self, handle: SessionHandle, password: Option<&str>) -> io::Result<()> {
         if let Some(pw) = password {
-            let v6 = self.listener.local_addr().is_ok_and(|a| a.is_ipv6());
-            sockopt::set_md5(&self.listener, md5_address(v6, handle.peer.ip()), pw)?;
+            let peer = handle.peer.ip();
+            for l in &self.listeners {
+                let Ok(at) = l.local_addr() else { continue };
+                // Only a socket the peer can reach takes its key: an IPv4 peer reaches
+                // an IPv6 socket only when it is the dual-stack wildcard.
+                let reachable = match (at.ip(), peer) {
+                    (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => true,
+                    (IpAddr::V6(a), IpAddr::V4(_)) => a.is_unspecified(),
+                    (IpAddr::V4(_), IpAddr::V6(_)) => false,
+                };
+                if reachable {
+                    sockopt::set_md5(l, md5_address(at.is_ipv6(), peer), pw)?;
+                }
+            }
         }
         if let Ok(mut map) = self.peers.write() {
             map.insert(canonical(handle.peer.ip()), handle);
@@ -90,8 +122,22 @@ impl Listener {
     /// reported on `refused` (dropped if that channel is full). Shared (`Arc`) so the
     /// owner can still add and remove peers while it runs.
     pub async fn run(self: Arc<Self>, refused: mpsc::Sender<Refused>) {
+        // One accept loop per socket; dropping this future drops the set, which
+        // aborts them.
+        let mut loops = JoinSet::new();
+        for i in 0..self.listeners.len() {
+            loops.spawn(Arc::clone(&self).accept_loop(i, refused.clone()));
+        }
+        while loops.join_next().await.is_some() {}
+    }
+
+    /// Accepts on socket `i` until the task is aborted.
+    async fn accept_loop(self: Arc<Self>, i: usize, refused: mpsc::Sender<Refused>) {
+        let Some(listener) = self.listeners.get(i) else {
+            return;
+        };
         loop {
-            let Ok((stream, from)) = self.listener.accept().await else {
+            let Ok((stream, from)) = listener.accept().await else {
                 continue;
             };
             let handle = self
@@ -117,6 +163,18 @@ impl Listener {
     }
 }
 
+/// A listening socket on `addr`.
+fn listen_on(addr: SocketAddr) -> io::Result<TcpListener> {
+    let sock = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(1024)
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -133,5 +191,40 @@ mod tests {
         sockopt::set_md5(&v4, md5_address(false, peer), "pw").unwrap();
         let peer6: IpAddr = "2001:db8::1".parse().unwrap();
         assert_eq!(md5_address(true, peer6), peer6);
+    }
+
+    /// Two sockets, one per family (bindMode NodeIP on a dual-stack node): a
+    /// connection to either reaches the peer's session; one from an unknown address
+    /// is refused.
+    #[tokio::test]
+    async fn each_bound_address_accepts_its_peers() {
+        let l = Listener::bind_all(&["127.0.0.1:0".parse().unwrap(), "[::1]:0".parse().unwrap()])
+            .unwrap();
+        let at = l.local_addrs().unwrap();
+        assert_eq!(at.len(), 2);
+        let handle = |peer: &str| {
+            let (tx, rx) = mpsc::channel(4);
+            let peer = peer.parse().unwrap();
+            (SessionHandle { peer, tx }, rx)
+        };
+        let (h4, mut rx4) = handle("127.0.0.1:179");
+        let (h6, mut rx6) = handle("[::1]:179");
+        l.add_peer(h4, None).unwrap();
+        l.add_peer(h6, None).unwrap();
+        let (rtx, _rrx) = mpsc::channel(4);
+        let run = tokio::spawn(Arc::new(l).run(rtx));
+        let _c4 = tokio::net::TcpStream::connect(at[0]).await.unwrap();
+        let _c6 = tokio::net::TcpStream::connect(at[1]).await.unwrap();
+        let got4 = tokio::time::timeout(std::time::Duration::from_secs(10), rx4.recv()).await;
+        let got6 = tokio::time::timeout(std::time::Duration::from_secs(10), rx6.recv()).await;
+        assert!(
+            matches!(got4, Ok(Some(Command::Incoming(_)))),
+            "IPv4 socket"
+        );
+        assert!(
+            matches!(got6, Ok(Some(Command::Incoming(_)))),
+            "IPv6 socket"
+        );
+        run.abort();
     }
 }

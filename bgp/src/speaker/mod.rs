@@ -152,6 +152,10 @@ pub struct SpeakerConfig {
     pub local_as: u32,
     /// Where to listen (None: do not accept connections).
     pub listen: Option<SocketAddr>,
+    /// Further addresses to listen on beside `listen` (its port too, usually): with
+    /// Calico's `bindMode: NodeIP` on a dual-stack node, the IPv6 address beside the
+    /// IPv4 one, so peers of both families can dial in. Ignored without `listen`.
+    pub extra_listen: Vec<SocketAddr>,
     /// Route reflector cluster id, when this node is a reflector.
     pub cluster_id: Option<Ipv4Addr>,
     /// Largest ECMP set.

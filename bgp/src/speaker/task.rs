@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -90,7 +90,12 @@ pub async fn spawn_with(
     let (ctx, crx) = mpsc::channel(64);
     let (stx, srx) = mpsc::channel(1024);
     let listener = match cfg.listen {
-        Some(a) => Some(Arc::new(Listener::bind(a)?)),
+        Some(a) => {
+            let all: Vec<SocketAddr> = std::iter::once(a)
+                .chain(cfg.extra_listen.iter().copied())
+                .collect();
+            Some(Arc::new(Listener::bind_all(&all)?))
+        }
         None => None,
     };
     let (core, outputs) = Speaker::new(cfg, Instant::now().into_std());

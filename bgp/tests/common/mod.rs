@@ -74,6 +74,7 @@ impl Tern {
             router_id: TERN_ID,
             local_as: AS,
             listen: Some(at),
+            extra_listen: Vec::new(),
             cluster_id: None,
             max_paths: 1,
             peers,

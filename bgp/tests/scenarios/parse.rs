@@ -69,6 +69,7 @@ pub fn config(words: &[&str]) -> SpeakerConfig {
         router_id: Ipv4Addr::UNSPECIFIED,
         local_as: 0,
         listen: None,
+        extra_listen: Vec::new(),
         cluster_id: None,
         max_paths: 1,
         peers: Vec::new(),
