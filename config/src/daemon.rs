@@ -20,7 +20,12 @@ pub mod limits;
 pub use env::{Environment, ProcessEnvironment, Source};
 pub use limits::Limits;
 
-/// Default rtnetlink protocol number of tern's routes.
+/// Default rtnetlink protocol number of tern's routes. Felix's main-table ownership
+/// policy (`felix/routetable/ownershippol`) claims only routes with its own protocol
+/// (80, or its `deviceRouteProtocol`) and routes through workload interfaces or
+/// `vxlan.calico`; it leaves `tunl0` and other protocols to the routing daemon. 201 is
+/// none of Felix's numbers, and not BIRD's 12, so tern never takes a BIRD route left on
+/// a node being migrated for its own.
 pub const DEFAULT_ROUTE_PROTOCOL: u8 = 201;
 /// The kernel's main routing table.
 pub const MAIN_TABLE: u32 = 254;

@@ -22,6 +22,9 @@ const TAKEN_PROTOCOLS: &[(u8, &str)] = &[
     (16, "dhcp"),
     (17, "mrouted"),
     (42, "babel"),
+    // Felix's own routes (its default when DeviceRouteProtocol is boot): Felix owns
+    // every route with it and would delete tern's as stale.
+    (80, "Felix (Calico)"),
     (186, "bgp (FRR)"),
     (187, "isis (FRR)"),
     (188, "ospf (FRR)"),

@@ -179,6 +179,12 @@ fn risky_choices_warn() {
         "{w:?}"
     );
     assert!(w[1].contains("12 is the protocol number of bird"), "{w:?}");
+    let (_, w) = parse("node: n1\nfib: {route_protocol: 80}\n").unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        w[0].to_string()
+            .contains("80 is the protocol number of Felix"),
+        "{w:?}"
+    );
     let (_, w) = parse("node: n1\nlog: tern=debug,info\n").unwrap_or_else(|e| panic!("{e}"));
     assert!(w.is_empty());
 }
