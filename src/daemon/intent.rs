@@ -217,3 +217,75 @@ pub async fn sync_workloads(
         s.kernel_originated = wanted;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+    use super::*;
+
+    /// node-a with an exporting pool and no block of its own; `extra` added.
+    fn intent_of(extra: &str) -> Intent {
+        let text = format!(
+            "apiVersion: projectcalico.org/v3\nkind: Node\nmetadata: {{name: node-a}}\nspec: {{bgp: {{ipv4Address: 198.51.100.10/24}}}}\n---\napiVersion: projectcalico.org/v3\nkind: IPPool\nmetadata: {{name: pods}}\nspec: {{cidr: 198.18.4.0/24}}\n{extra}"
+        );
+        let (c, _) =
+            tern_config::cluster::Cluster::from_documents(&[tern_config::datastore::Document {
+                origin: "cluster.yaml".into(),
+                text,
+            }])
+            .unwrap();
+        tern_config::intent::intent(&c, "node-a").unwrap().0
+    }
+
+    /// The prefixes `sync_workloads` originates from `workloads`.
+    async fn originated(intent: &Intent, workloads: &[(&str, &str)]) -> BTreeSet<IpNet> {
+        let (tx, mut rx) = mpsc::channel(16);
+        let state = Arc::new(Mutex::new(State::new("test".into())));
+        let w: BTreeMap<IpNet, String> = workloads
+            .iter()
+            .map(|(p, i)| (p.parse().unwrap(), i.to_string()))
+            .collect();
+        let mut done = BTreeSet::new();
+        sync_workloads(intent, &w, &mut done, &tx, &state).await;
+        drop(tx);
+        let mut sent = BTreeSet::new();
+        while let Some(c) = rx.recv().await {
+            if let SpeakerCommand::Originate { prefix, .. } = c {
+                sent.insert(prefix);
+            }
+        }
+        assert_eq!(sent, done);
+        sent
+    }
+
+    fn set(list: &[&str]) -> BTreeSet<IpNet> {
+        list.iter().map(|p| p.parse().unwrap()).collect()
+    }
+
+    #[tokio::test]
+    async fn borrowed_addresses_are_found_on_felixs_interface_prefixes() {
+        let w = [
+            ("198.18.4.7/32", "cali12345"),
+            ("198.18.4.8/32", "tap67890"),
+            ("198.18.4.9/32", "eth1"),
+        ];
+        let default = intent_of("");
+        assert_eq!(originated(&default, &w).await, set(&["198.18.4.7/32"]));
+        let felix = intent_of("---\napiVersion: projectcalico.org/v3\nkind: FelixConfiguration\nmetadata: {name: default}\nspec: {interfacePrefix: \"tap,cali\"}\n");
+        assert_eq!(
+            originated(&felix, &w).await,
+            set(&["198.18.4.7/32", "198.18.4.8/32"])
+        );
+    }
+
+    #[tokio::test]
+    async fn ignored_interfaces_do_not_hide_borrowed_workload_addresses() {
+        // confd puts ignoredInterfaces in BIRD's direct protocol only; the kernel
+        // protocol still learns the workload route.
+        let i = intent_of("---\napiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: default}\nspec: {ignoredInterfaces: [\"cali*\"]}\n");
+        assert_eq!(i.ignored_interfaces, ["cali*"]);
+        let w = [("198.18.4.7/32", "cali12345")];
+        assert_eq!(originated(&i, &w).await, set(&["198.18.4.7/32"]));
+    }
+}

@@ -96,7 +96,11 @@ pub const RESOURCES: &[Resource] = &[
     calico("ippools", "ippool", "IPPool"),
     calico("ipamblocks", "ipamblock", "IPAMBlock"),
     calico("blockaffinities", "blockaffinity", "BlockAffinity"),
-    calico("felixconfigurations", "felixconfiguration", "FelixConfiguration"),
+    calico(
+        "felixconfigurations",
+        "felixconfiguration",
+        "FelixConfiguration",
+    ),
 ];
 
 /// The verbs every served resource allows (PATCH is answered 405).
