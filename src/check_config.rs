@@ -257,12 +257,19 @@ pub fn render(r: &Report) -> String {
     };
     let _ = writeln!(
         out,
-        "ok: node {} from {}: router id {}, AS {}, BGP port {}{}",
+        "ok: node {} from {}: router id {}, AS {}, BGP port {}{}{}",
         i.node,
         r.source,
         i.router_id,
         i.asn,
         i.listen.port,
+        // bindMode NodeIP: each node address gets its own listener.
+        if i.listen.addresses.is_empty() {
+            String::new()
+        } else {
+            let a: Vec<String> = i.listen.addresses.iter().map(ToString::to_string).collect();
+            format!(" on {} (bindMode NodeIP)", a.join(" and "))
+        },
         i.rr_cluster_id
             .map(|c| format!(", route reflector (cluster id {c})"))
             .unwrap_or_default()

@@ -229,3 +229,32 @@ fn an_ibgp_peer_ip_on_a_route_reflector_is_its_client() {
     let (rows, _) = sessions(&extra, "rr");
     assert_eq!(rows[0].2, PeerKind::NodeSpecific, "{rows:?}");
 }
+
+#[test]
+fn reachable_by_and_unknown_v3_fields_are_listed_never_dropped_silently() {
+    // (resources, the field each warning must name)
+    let cases: &[(String, &str)] = &[
+        (
+            peer("tor", "peerIP: 198.51.100.1, asNumber: 65001, reachableBy: 198.51.100.254"),
+            "spec.reachableBy",
+        ),
+        (
+            peer("tor", "peerIP: 198.51.100.1, asNumber: 65001, someLaterField: 1"),
+            "spec.someLaterField",
+        ),
+        (
+            "---\napiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: node.node-a}\nspec: {listenPort: 1790, someLaterField: x}\n".to_string(),
+            "spec.someLaterField",
+        ),
+    ];
+    for (extra, field) in cases {
+        let (_, w) = sessions(extra, "node-a");
+        assert!(
+            w.iter().any(|w| w.contains(&format!("field `{field}`"))),
+            "{extra}: {w:?}"
+        );
+    }
+    // The session is kept with reachableBy (confd accepts it).
+    let (rows, _) = sessions(&cases[0].0, "node-a");
+    assert_eq!(rows.len(), 1);
+}

@@ -64,6 +64,17 @@ pub(super) fn peer(
         ));
     }
     let reachable_by = reachable_by(d, &s, errors);
+    if let Some(gw) = reachable_by {
+        // Calico's BIRD routes the session toward the peer through this gateway; tern
+        // does not program that route: the session follows the kernel's own route.
+        warnings.push(d.warning(
+            "spec.reachableBy",
+            format!(
+                "not applied by tern: no route to the peer through {gw} is added; the \
+                 session follows the node's own route to the peer"
+            ),
+        ));
+    }
     let next_hop = next_hop(d, &s, errors);
     let reverse_auto = reverse_auto(d, &s, errors);
     let pw = ext::password(
