@@ -349,17 +349,17 @@ fn session(
         .as_number
         .or_else(|| node.and_then(|n| n.as_number))
         .unwrap_or(cluster.bgp.as_number);
+    // Reflection is iBGP only (confd: the peer's AS is the node's effective AS).
+    let ibgp = remote_as == p.local_as_number.unwrap_or(asn);
     let (kind, rr_client) = match (node, me.rr_cluster_id) {
-        // A reflector's clients are the nodes outside its cluster.
-        (Some(n), Some(mine)) if n.rr_cluster_id != Some(mine) => {
+        // A reflector's clients are the iBGP nodes outside its cluster.
+        (Some(n), Some(mine)) if ibgp && n.rr_cluster_id != Some(mine) => {
             (PeerKind::RouteReflectorClient, true)
         }
         (Some(n), None) if n.rr_cluster_id.is_some() => (PeerKind::RouteReflector, false),
         // confd gives a peerIP peering no cluster id, so on a reflector every iBGP
         // peerIP peer is a client (`buildPeerFromData`), a Calico node's address too.
-        (None, Some(_)) if remote_as == p.local_as_number.unwrap_or(asn) => {
-            (PeerKind::RouteReflectorClient, true)
-        }
+        (None, Some(_)) if ibgp => (PeerKind::RouteReflectorClient, true),
         _ => match p.applies {
             Applies::Global => (PeerKind::Global, false),
             _ => (PeerKind::NodeSpecific, false),

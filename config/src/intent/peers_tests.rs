@@ -258,3 +258,23 @@ fn reachable_by_and_unknown_v3_fields_are_listed_never_dropped_silently() {
     let (rows, _) = sessions(&cases[0].0, "node-a");
     assert_eq!(rows.len(), 1);
 }
+
+#[test]
+fn a_reflector_reflects_to_ibgp_nodes_only() {
+    let extra = format!(
+        "{}{}{}",
+        "---\napiVersion: projectcalico.org/v3\nkind: Node\nmetadata: {name: rr}\nspec: {bgp: {ipv4Address: 198.51.100.20/24, routeReflectorClusterID: 203.0.113.1}}\n",
+        "---\napiVersion: projectcalico.org/v3\nkind: Node\nmetadata: {name: other-as}\nspec: {bgp: {ipv4Address: 198.51.100.30/24, asNumber: 65030}}\n",
+        peer("from-rr", "node: rr, peerSelector: \"all()\", reversePeering: Manual"),
+    );
+    let (rows, _) = sessions(&extra, "rr");
+    let kinds: Vec<(IpAddr, PeerKind)> = rows.iter().map(|r| (r.0, r.2)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (ip("198.51.100.10"), PeerKind::RouteReflectorClient),
+            (ip("198.51.100.11"), PeerKind::RouteReflectorClient),
+            (ip("198.51.100.30"), PeerKind::NodeSpecific),
+        ]
+    );
+}
