@@ -278,3 +278,19 @@ fn a_reflector_reflects_to_ibgp_nodes_only() {
         ]
     );
 }
+
+#[test]
+fn identical_duplicates_make_one_session_with_a_warning() {
+    let extra = format!(
+        "{}{}",
+        peer("tor-a", "peerIP: 198.51.100.1, asNumber: 65001"),
+        peer("tor-b", "peerIP: 198.51.100.1, asNumber: 65001"),
+    );
+    let (rows, w) = sessions(&extra, "node-a");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        w.iter()
+            .any(|w| w.contains("BGPPeer tor-a and BGPPeer tor-b") && w.contains("they agree")),
+        "{w:?}"
+    );
+}
