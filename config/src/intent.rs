@@ -435,6 +435,8 @@ pub struct Encapsulation {
     ipv4: Option<(std::net::Ipv4Addr, u8)>,
     /// Pools whose routes Felix programs (see [`kernel`]).
     felix_pools: Vec<IpNet>,
+    /// The node's own subnets, which the kernel's connected routes serve.
+    connected: Vec<IpNet>,
     /// Kernel metric of learnt routes.
     priority: NormalPriority,
 }
@@ -491,6 +493,7 @@ impl Intent {
                 .collect(),
             ipv4: self.ipv4,
             felix_pools: self.felix_pools(),
+            connected: self.connected(),
             priority: self.normal_priority,
         }
     }

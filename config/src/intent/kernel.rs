@@ -5,7 +5,10 @@
 //! - with BGPConfiguration `programClusterRoutes: Disabled` every pool is Felix's
 //!   (IPIP and unencapsulated alike); with `Enabled` (the default) tern programs IPIP
 //!   pools (through `tunl0`) and unencapsulated pools;
-//! - routes outside every pool (a fabric's) are always tern's.
+//! - routes outside every pool (a fabric's) are always tern's, except one to the node's
+//!   own subnet: in BIRD the `direct` protocol's route for it (preference 240) beats
+//!   the BGP one, and BIRD's kernel protocol does not export device routes, so BIRD
+//!   writes nothing for it and the kernel's connected route stays alone.
 //!
 //! The metric is what v3.32's BIRD sets as `krt_metric` for a BGP route
 //! (`SetMetricForBGPRoutes` in confd's `populateNodeConfig`): `BIRD_INT_MAX -
@@ -39,6 +42,15 @@ impl Intent {
             .collect()
     }
 
+    /// The subnets of the node's own addresses (its Node resource's prefix lengths).
+    pub(super) fn connected(&self) -> Vec<IpNet> {
+        let v4 = self
+            .ipv4
+            .and_then(|(a, l)| IpNet::new(std::net::IpAddr::V4(a), l).ok());
+        let v6 = self.ipv6.and_then(|(a, l)| IpNet::new(a, l).ok());
+        v4.into_iter().chain(v6).map(|n| n.trunc()).collect()
+    }
+
     /// Whether `ifname` is a workload interface (starts with one of Felix's
     /// `interfacePrefix` entries).
     pub fn is_workload_interface(&self, ifname: &str) -> bool {
@@ -50,9 +62,9 @@ impl Intent {
 
 impl Encapsulation {
     /// Whether tern writes a learnt route to `net` to the kernel: false inside a pool
-    /// whose routes Felix programs.
+    /// whose routes Felix programs, and for the node's own subnet.
     pub fn programs(&self, net: &IpNet) -> bool {
-        !self.felix_pools.iter().any(|p| p.contains(net))
+        !self.felix_pools.iter().any(|p| p.contains(net)) && !self.connected.contains(net)
     }
 
     /// The kernel metric of a learnt route to `net`: `BIRD_INT_MAX - local_pref` for

@@ -55,6 +55,10 @@ fn vxlan_pools_are_felixs_and_the_others_terns_by_default() {
     assert!(e.programs(&net("198.18.2.64/26")), "ipip");
     assert!(e.programs(&net("198.18.3.64/26")), "plain");
     assert!(e.programs(&net("203.0.113.0/24")), "outside every pool");
+    // The node's own subnets: the kernel's connected routes, as with BIRD.
+    assert!(!e.programs(&net("198.51.100.0/24")));
+    assert!(!e.programs(&net("2001:db8::/64")));
+    assert!(e.programs(&net("198.51.100.0/25")));
 }
 
 #[test]
