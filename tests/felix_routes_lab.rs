@@ -5,9 +5,11 @@
 //! kernel may have no ipip module) and a plain pool (198.18.3.0/24);
 //! `ipv4NormalRoutePriority: 300`.
 //!
-//! Checks, in the node's namespace (`ip route show proto 201`): the VXLAN block is in
+//! A metric-0 route of tern's for the plain block is in the kernel before tern starts
+//! (an earlier version's). Checks, in the node's namespace (`ip route show proto 201`):
+//! the VXLAN block is in
 //! tern's RIB but not in the kernel; the IPIP block goes `via … dev tunl0 onlink` and the
-//! plain one `via … dev eth0`, both with metric 300 (what v3.32's BIRD sets as
+//! plain one `via … dev eth0` (the metric-0 route gone), both with metric 300 (what v3.32's BIRD sets as
 //! `krt_metric` for an eBGP route). Then tern is restarted with `programClusterRoutes:
 //! Disabled` (v3.32: Felix programs every pool's routes): the IPIP and plain routes it
 //! had installed are removed, while a route outside every pool (198.18.9.0/24) stays.
@@ -164,6 +166,17 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
             node.dir.join("tern.sock").display()
         ),
     ));
+    // A route left by an earlier tern that wrote metric 0: the new metric must replace
+    // it, not sit beside it (the kernel keys routes by metric too).
+    ok(node.ns.ip(&[
+        "route",
+        "add",
+        "198.18.3.0/26",
+        "via",
+        "198.51.100.1",
+        "proto",
+        "201",
+    ]));
     let _bird = ok(Peer::start(Kind::Bird, &tor.ns, &tor.dir, BIRD));
     let tern = start_tern(&node, &cluster_file, "Enabled");
     let fail = |what: &str| -> ! {
@@ -180,7 +193,10 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
     };
     let plain = || {
         let r = route(&node, "198.18.3.0/26");
-        r.contains("via 198.51.100.1 dev eth0") && !r.contains("onlink") && r.contains("metric 300")
+        r.contains("via 198.51.100.1 dev eth0")
+            && !r.contains("onlink")
+            && r.contains("metric 300")
+            && r.lines().count() == 1
     };
     let outside = || route(&node, "198.18.9.0/24").contains("metric 300");
     if wait_for("the IPIP and plain routes", Duration::from_secs(40), || {

@@ -75,6 +75,10 @@ pub enum Decision {
     Adopt,
     /// Send this change.
     Change(RouteChange),
+    /// The metric changed: delete tern's route, then add this one. The kernel keys
+    /// routes by metric too, so a replace would leave the old route beside the new
+    /// one (and the old, lower metric would keep carrying the traffic).
+    Remetric(Route),
     /// Not wanted, but kept: the restart grace protects it.
     KeepStale,
     /// Neither wanted nor in the kernel.
@@ -86,6 +90,7 @@ pub enum Decision {
 pub fn decide(want: Option<&Route>, have: Option<&Route>, keep_unwanted: bool) -> Decision {
     match (want, have) {
         (Some(w), Some(h)) if same(w, h) => Decision::Adopt,
+        (Some(w), Some(h)) if w.metric != h.metric => Decision::Remetric(w.clone()),
         (Some(w), Some(_)) => Decision::Change(RouteChange::Replace(w.clone())),
         // Not ours in the kernel yet: add without replacing, so a route of another
         // protocol with the same key (a connected subnet, an admin's static route) is
@@ -98,6 +103,17 @@ pub fn decide(want: Option<&Route>, have: Option<&Route>, keep_unwanted: bool) -
         }),
         (None, None) => Decision::Nothing,
     }
+}
+
+/// The changes that move tern's route for `w`'s key to `w`'s metric.
+fn remetric(w: Route) -> [RouteChange; 2] {
+    [
+        RouteChange::Delete {
+            prefix: w.prefix,
+            table: w.table,
+        },
+        RouteChange::Add(w),
+    ]
 }
 
 /// Plans the changes from `kernel` (tern's routes as found) to `wanted`.
@@ -114,6 +130,7 @@ pub fn reconcile(wanted: &[Route], kernel: &[Route], remove_unwanted: bool) -> P
         match decide(w, h, !remove_unwanted) {
             Decision::Adopt => plan.adopted += 1,
             Decision::Change(c) => plan.changes.push(c),
+            Decision::Remetric(w) => plan.changes.extend(remetric(w)),
             Decision::KeepStale => plan.kept_stale.push(key.1),
             Decision::Nothing => {}
         }
@@ -173,6 +190,7 @@ pub fn plan(
         };
         match decide(resolved.as_deref(), kernel.get(p), unwanted.keeps(p)) {
             Decision::Change(c) => out.changes.push(c),
+            Decision::Remetric(w) => out.changes.extend(remetric(w)),
             Decision::Nothing => out.settled.push(*p),
             Decision::Adopt | Decision::KeepStale => {}
         }
@@ -302,5 +320,25 @@ mod tests {
         assert_eq!(repair(None, &w), None);
         let other = r("198.18.2.0/26", &["198.51.100.2"]);
         assert_eq!(repair(Some(&other), &w), None);
+    }
+
+    #[test]
+    fn a_metric_change_deletes_then_adds() {
+        let old = r("198.18.1.0/26", &["198.51.100.2"]);
+        let new = Route {
+            metric: 1024,
+            ..old.clone()
+        };
+        let plan = reconcile(std::slice::from_ref(&new), &[old], true);
+        assert_eq!(
+            plan.changes,
+            vec![
+                RouteChange::Delete {
+                    prefix: new.prefix,
+                    table: new.table
+                },
+                RouteChange::Add(new)
+            ]
+        );
     }
 }
