@@ -24,7 +24,7 @@ mod tests;
 
 use tern_bgp::policy::{
     Action as PAction, Condition, Decision, IpFamily, Modification, PeerPolicy, PrefixOp, Program,
-    RouteSource, Statement, DEFAULT_NORMAL_PRIORITY,
+    RouteSource, Statement,
 };
 use tern_bgp::wire::{Community as WireCommunity, LargeCommunity};
 
@@ -61,14 +61,20 @@ impl Intent {
     /// confd's export filter: the preamble, the peer's BGPFilters, then
     /// `calico_export_to_bgp_peers`, then reject.
     fn export_program(&self, peer: &PeerIntent) -> Program {
-        let mut s = vec![Statement {
+        // One preamble per family: the normal priority is per family
+        // (ipv4NormalRoutePriority / ipv6NormalRoutePriority).
+        let mut s: Vec<Statement> = [
+            (IpFamily::V4, self.normal_priority.v4),
+            (IpFamily::V6, self.normal_priority.v6),
+        ]
+        .into_iter()
+        .map(|(family, normal)| Statement {
             label: "calico: route priority to LOCAL_PREF".into(),
-            conditions: Vec::new(),
-            modifications: vec![Modification::DerivePriority {
-                normal: DEFAULT_NORMAL_PRIORITY,
-            }],
+            conditions: vec![Condition::Family(family)],
+            modifications: vec![Modification::DerivePriority { normal }],
             action: PAction::Continue,
-        }];
+        })
+        .collect();
         s.extend(filter_statements(
             &peer.filters,
             Direction::Export,

@@ -429,6 +429,14 @@ fn local_pref_carries_the_route_priority() {
     let (v, _) = run(&i, TOR_A, Export, &bgp("198.18.12.0/26"));
     assert_eq!(v.changes.local_pref, None);
     assert_eq!(v.changes.priority, Some(BIRD_INT_MAX - 100));
+    // The family's normal priority (ipv4NormalRoutePriority / ipv6NormalRoutePriority).
+    let mut i = node_a();
+    i.normal_priority.v4 = 300;
+    let (v, _) = run(&i, MESH_B, Export, &originated("198.18.4.0/26"));
+    assert_eq!(v.changes.local_pref, Some(BIRD_INT_MAX - 300));
+    i.normal_priority = crate::cluster::NormalPriority { v4: 1024, v6: 300 };
+    let (v, _) = run(&i, MESH_B, Export, &originated("198.18.4.0/26"));
+    assert_eq!(v.changes.local_pref, Some(BIRD_INT_MAX - 1024), "IPv4 keeps its own");
 }
 
 #[test]
