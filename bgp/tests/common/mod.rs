@@ -16,6 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
+#[path = "../../../tests/support/skip.rs"]
+mod skip;
+
 /// tern's BGP identifier: lower than every raw peer's, so a connection collision
 /// decided by identifiers would favour the peer's side.
 pub const TERN_ID: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
@@ -32,7 +35,7 @@ pub fn loopback_usable(test: &str) -> bool {
     match std::net::TcpListener::bind((lo(77), 0)) {
         Ok(_) => true,
         Err(e) => {
-            tern_interop::skip_or_fail(test, &format!("cannot bind 127.0.0.77: {e}"));
+            skip::skip(test, &format!("cannot bind 127.0.0.77: {e}"));
             false
         }
     }

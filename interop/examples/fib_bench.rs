@@ -11,7 +11,7 @@
 //! Debian), and is timed from its first route notification to the N-th, which leaves
 //! BIRD's and bgpd's part out as far as it can be.
 //!
-//! `cargo run --release -p tern-fib --example fib_bench -- [ROUTES] [RUNS]`
+//! `cargo run --release -p tern-interop --example fib_bench -- [ROUTES] [RUNS]`
 //! (root; default 100000 routes, 3 runs).
 
 #[cfg(target_os = "linux")]

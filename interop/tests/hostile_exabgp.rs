@@ -9,10 +9,12 @@
 //!   (RFC 4271 §6.3, not revised by RFC 7606), and never take the route, while the
 //!   first neighbour's session and routes carry on.
 //!
-//! The raw-socket cases for every RFC 7606 rule are in `hostile_input.rs`; this one
+//! The raw-socket cases for every RFC 7606 rule are in `bgp/tests/hostile_input.rs`; this one
 //! checks the same code against another implementation's encoder.
 #![cfg(target_os = "linux")]
 
+// The raw peer and speaker harness of tern-bgp's own hostile-input tests.
+#[path = "../../bgp/tests/common/mod.rs"]
 mod common;
 use common::*;
 
