@@ -76,19 +76,11 @@ mod bench {
     }
 
     /// Runs `f` on a thread inside `ns`, with a runtime.
-    fn in_ns<T: Send>(ns: &Netns, f: impl AsyncFnOnce() -> Res<T> + Send) -> Res<T> {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                ns.enter_current_thread().map_err(|e| e.to_string())?;
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                rt.block_on(f())
-            })
-            .join()
-            .map_err(|_| "benchmark thread panicked".to_string())?
-        })
+    fn in_ns<T: Send, Fut: std::future::Future<Output = Res<T>>>(
+        ns: &Netns,
+        f: impl FnOnce() -> Fut + Send,
+    ) -> Res<T> {
+        ns.block_on(f).map_err(|e| e.to_string())?
     }
 
     /// Starts `start` and returns the seconds until `n` notifications of routes with
@@ -272,16 +264,7 @@ mod bench {
         conf.push_str("}\n");
         std::fs::write(dir.join("bird.conf"), conf).map_err(|e| e.to_string())?;
         let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
-        let mut cmd = ns.command("bird");
-        cmd.args([
-            "-f",
-            "-c",
-            &p("bird.conf"),
-            "-s",
-            &p("bird.ctl"),
-            "-P",
-            &p("bird.pid"),
-        ]);
+        let cmd = tern_interop::peers::bird_command(&ns, dir);
         let mut daemon =
             Daemon::spawn("bird", cmd, &dir.join("bird.log")).map_err(|e| e.to_string())?;
         let birdc = |words: &[&str]| -> Res<()> {

@@ -48,19 +48,11 @@ fn lab(prefix: &str) -> Option<(Netns, Netns)> {
 }
 
 /// Runs `f` on a thread inside `ns` with a current-thread runtime.
-fn in_ns<T: Send>(ns: &Netns, f: impl AsyncFnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            ns.enter_current_thread().unwrap_or_else(|e| panic!("{e}"));
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap_or_else(|e| panic!("{e}"));
-            rt.block_on(f())
-        })
-        .join()
-        .unwrap_or_else(|_| panic!("thread in {} panicked", ns.name()))
-    })
+fn in_ns<T: Send, Fut: std::future::Future<Output = T>>(
+    ns: &Netns,
+    f: impl FnOnce() -> Fut + Send,
+) -> T {
+    ns.block_on(f).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn ifindex(ns: &Netns, name: &str) -> u32 {

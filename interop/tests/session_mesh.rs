@@ -198,12 +198,8 @@ fn two_tern_nodes_form_a_mesh_session_through_a_collision() {
                route: &'static str,
                want: &'static str,
                rogue: bool| {
-        ns.enter_current_thread().unwrap_or_else(|e| panic!("{e}"));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        rt.block_on(node(me.into(), other.into(), route, want, rogue, &both))
+        ns.block_on(|| node(me.into(), other.into(), route, want, rogue, &both))
+            .unwrap_or_else(|e| panic!("{e}"))
     };
     let (oa, ob) = std::thread::scope(|s| {
         let ta = s.spawn(|| {

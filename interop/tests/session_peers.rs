@@ -141,19 +141,9 @@ fn session_against(kind: Kind) {
     }
 
     // Our side runs on a thread inside our namespace.
-    let (received, shutdown_seen) = std::thread::scope(|s| {
-        s.spawn(|| {
-            ours.enter_current_thread()
-                .unwrap_or_else(|e| panic!("{e}"));
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap_or_else(|e| panic!("{e}"));
-            rt.block_on(drive(&peer, kind))
-        })
-        .join()
-        .unwrap_or_else(|_| panic!("session thread panicked"))
-    });
+    let (received, shutdown_seen) = ours
+        .block_on(|| drive(&peer, kind))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(
         received
             .iter()

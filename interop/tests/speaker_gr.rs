@@ -86,104 +86,89 @@ fn routes_of_a_crashed_peer_stay_for_its_restart_time() {
     let mut bird =
         Peer::start(Kind::Bird, &theirs, dir.path(), BIRD_CONF).unwrap_or_else(|e| panic!("{e}"));
 
-    let (learnt, down_text, during, back, past_first_timer, during_2, after) =
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                ours.enter_current_thread()
-                    .unwrap_or_else(|e| panic!("{e}"));
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap_or_else(|e| panic!("{e}"));
-                rt.block_on(async {
-                    let cfg = SpeakerConfig {
-                        router_id: Ipv4Addr::new(198, 51, 100, 1),
-                        local_as: 64512,
-                        listen: Some(SocketAddr::new(
-                            IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)),
-                            179,
-                        )),
-                        extra_listen: Vec::new(),
-                        cluster_id: None,
-                        max_paths: 1,
-                        peers: vec![PeerConfig {
-                            local_address: Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1))),
-                            hold_time: 9,
-                            connect_retry: Duration::from_secs(1),
-                            ..PeerConfig::new(
-                                SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)), 179),
-                                64513,
-                            )
-                        }],
-                        restarting: false,
-                        max_routes: None,
-                    };
-                    let (etx, mut erx) = tokio::sync::mpsc::channel(64);
-                    let c = speaker::spawn(cfg, etx)
-                        .await
-                        .unwrap_or_else(|e| panic!("{e}"));
-                    let mut learnt = false;
-                    for _ in 0..100 {
-                        if has_route(&c).await == Some(false) {
-                            learnt = true;
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    bird.kill();
-                    let killed = Instant::now();
-                    let down_text = next_down(&mut erx).await;
-                    // Stale at once, well inside the restart time.
-                    let during = route_until(&c, killed + RESTART / 3, |r| r == Some(true)).await;
-
-                    bird = Peer::start(Kind::Bird, &theirs, dir.path(), BIRD_CONF)
-                        .unwrap_or_else(|e| panic!("{e}"));
-                    // Fresh again once BIRD is back, which must be before its timer ends.
-                    let back = route_until(&c, killed + RESTART - Duration::from_secs(2), |r| {
-                        r == Some(false)
-                    })
-                    .await
-                        == Some(false);
-                    // The first restart's timer must not end anything now.
-                    tokio::time::sleep(
-                        (RESTART + Duration::from_secs(1)).saturating_sub(killed.elapsed()),
+    let (learnt, down_text, during, back, past_first_timer, during_2, after) = ours
+        .block_on(|| async {
+            let cfg = SpeakerConfig {
+                router_id: Ipv4Addr::new(198, 51, 100, 1),
+                local_as: 64512,
+                listen: Some(SocketAddr::new(
+                    IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)),
+                    179,
+                )),
+                extra_listen: Vec::new(),
+                cluster_id: None,
+                max_paths: 1,
+                peers: vec![PeerConfig {
+                    local_address: Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1))),
+                    hold_time: 9,
+                    connect_retry: Duration::from_secs(1),
+                    ..PeerConfig::new(
+                        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)), 179),
+                        64513,
                     )
-                    .await;
-                    let past_first_timer = has_route(&c).await;
+                }],
+                restarting: false,
+                max_routes: None,
+            };
+            let (etx, mut erx) = tokio::sync::mpsc::channel(64);
+            let c = speaker::spawn(cfg, etx)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let mut learnt = false;
+            for _ in 0..100 {
+                if has_route(&c).await == Some(false) {
+                    learnt = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            bird.kill();
+            let killed = Instant::now();
+            let down_text = next_down(&mut erx).await;
+            // Stale at once, well inside the restart time.
+            let during = route_until(&c, killed + RESTART / 3, |r| r == Some(true)).await;
 
-                    bird.kill();
-                    let _ = next_down(&mut erx).await;
-                    let killed_2 = Instant::now();
-                    let during_2 =
-                        route_until(&c, killed_2 + RESTART / 3, |r| r == Some(true)).await;
-                    // Withdrawn when the timer runs out: not before, and within a
-                    // generous margin after.
-                    let after =
-                        route_until(&c, killed_2 + RESTART + Duration::from_secs(20), |r| {
-                            r.is_none()
-                        })
-                        .await;
-                    let withdrawn_after = killed_2.elapsed();
-                    assert!(
-                        withdrawn_after >= RESTART - Duration::from_secs(1),
-                        "withdrawn {withdrawn_after:?} after the 2nd crash: too early"
-                    );
-                    eprintln!("2nd crash: route withdrawn after {withdrawn_after:?}");
-                    let _ = c.send(SpeakerCommand::Shutdown(None)).await;
-                    (
-                        learnt,
-                        down_text,
-                        during,
-                        back,
-                        past_first_timer,
-                        during_2,
-                        after,
-                    )
-                })
+            bird = Peer::start(Kind::Bird, &theirs, dir.path(), BIRD_CONF)
+                .unwrap_or_else(|e| panic!("{e}"));
+            // Fresh again once BIRD is back, which must be before its timer ends.
+            let back = route_until(&c, killed + RESTART - Duration::from_secs(2), |r| {
+                r == Some(false)
             })
-            .join()
-            .unwrap_or_else(|_| panic!("speaker thread panicked"))
-        });
+            .await
+                == Some(false);
+            // The first restart's timer must not end anything now.
+            tokio::time::sleep((RESTART + Duration::from_secs(1)).saturating_sub(killed.elapsed()))
+                .await;
+            let past_first_timer = has_route(&c).await;
+
+            bird.kill();
+            let _ = next_down(&mut erx).await;
+            let killed_2 = Instant::now();
+            let during_2 = route_until(&c, killed_2 + RESTART / 3, |r| r == Some(true)).await;
+            // Withdrawn when the timer runs out: not before, and within a
+            // generous margin after.
+            let after = route_until(&c, killed_2 + RESTART + Duration::from_secs(20), |r| {
+                r.is_none()
+            })
+            .await;
+            let withdrawn_after = killed_2.elapsed();
+            assert!(
+                withdrawn_after >= RESTART - Duration::from_secs(1),
+                "withdrawn {withdrawn_after:?} after the 2nd crash: too early"
+            );
+            eprintln!("2nd crash: route withdrawn after {withdrawn_after:?}");
+            let _ = c.send(SpeakerCommand::Shutdown(None)).await;
+            (
+                learnt,
+                down_text,
+                during,
+                back,
+                past_first_timer,
+                during_2,
+                after,
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(learnt, "never learnt BIRD's route");
     assert!(
         down_text.contains("graceful restart: keeping its routes for up to 15 s"),

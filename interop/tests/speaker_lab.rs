@@ -12,7 +12,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tern_bgp::speaker::{self, PeerConfig, SpeakerCommand, SpeakerConfig};
 use tern_bgp::wire::{Origin, PathAttributes};
-use tern_interop::netns::{lan, Netns};
+use tern_interop::netns::lan;
 use tern_interop::peers::{Kind, Peer};
 
 const BIRD_CONF: &str = r#"log stderr all;
@@ -198,19 +198,16 @@ fn routes_flow_through_a_tern_speaker_between_bird_and_another_tern() {
     let bird =
         Peer::start(Kind::Bird, &nodes[1], dir.path(), BIRD_CONF).unwrap_or_else(|e| panic!("{e}"));
 
-    let in_ns = |ns: &Netns| {
-        ns.enter_current_thread().unwrap_or_else(|e| panic!("{e}"));
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
     let (a_routes, (b_routes, withdrawn)) = std::thread::scope(|s| {
-        let ta = s.spawn(|| in_ns(&nodes[0]).block_on(node_a(&bird)));
-        let tb = s.spawn(|| in_ns(&nodes[2]).block_on(node_b()));
+        let ta = s.spawn(|| nodes[0].block_on(|| node_a(&bird)));
+        let tb = s.spawn(|| nodes[2].block_on(node_b));
         (
-            ta.join().unwrap_or_else(|_| panic!("node a panicked")),
-            tb.join().unwrap_or_else(|_| panic!("node b panicked")),
+            ta.join()
+                .unwrap_or_else(|_| panic!("node a panicked"))
+                .unwrap_or_else(|e| panic!("{e}")),
+            tb.join()
+                .unwrap_or_else(|_| panic!("node b panicked"))
+                .unwrap_or_else(|e| panic!("{e}")),
         )
     });
     let find = |v: &[(String, String, String)], p: &str| v.iter().find(|r| r.0 == p).cloned();

@@ -118,14 +118,7 @@ fn tern_reflects_between_gobgp_and_frr_clients() {
     let rr_ns = &nodes[0];
     std::thread::scope(|s| {
         s.spawn(move || {
-            rr_ns
-                .enter_current_thread()
-                .unwrap_or_else(|e| panic!("{e}"));
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap_or_else(|e| panic!("{e}"));
-            rt.block_on(async move {
+            let reflector = rr_ns.block_on(move || async move {
                 let (etx, mut erx) = tokio::sync::mpsc::channel(256);
                 let cfg = SpeakerConfig {
                     router_id: Ipv4Addr::new(198, 51, 100, 1),
@@ -157,6 +150,7 @@ fn tern_reflects_between_gobgp_and_frr_clients() {
                 let _ = c.send(SpeakerCommand::Shutdown(None)).await;
                 tokio::time::sleep(Duration::from_millis(200)).await;
             });
+            reflector.unwrap_or_else(|e| panic!("{e}"));
         });
 
         let frr_json = |p: &str| -> serde_json::Value {
