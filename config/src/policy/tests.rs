@@ -436,7 +436,11 @@ fn local_pref_carries_the_route_priority() {
     assert_eq!(v.changes.local_pref, Some(BIRD_INT_MAX - 300));
     i.normal_priority = crate::cluster::NormalPriority { v4: 1024, v6: 300 };
     let (v, _) = run(&i, MESH_B, Export, &originated("198.18.4.0/26"));
-    assert_eq!(v.changes.local_pref, Some(BIRD_INT_MAX - 1024), "IPv4 keeps its own");
+    assert_eq!(
+        v.changes.local_pref,
+        Some(BIRD_INT_MAX - 1024),
+        "IPv4 keeps its own"
+    );
 }
 
 #[test]
