@@ -212,10 +212,7 @@ fn two_tern_nodes_and_a_bird_tor_route_pod_traffic() {
     }
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let sw = Netns::create("tdl-sw").unwrap_or_else(|e| panic!("{e}"));
-    sw.ip(&["link", "add", "br0", "type", "bridge"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    sw.ip(&["link", "set", "br0", "up"])
-        .unwrap_or_else(|e| panic!("{e}"));
+    sw.add_bridge().unwrap_or_else(|e| panic!("{e}"));
     let mut a = node("a", &sw, tmp.path(), "198.51.100.10/24", &["198.18.4.1/32"]);
     let mut b = node(
         "b",

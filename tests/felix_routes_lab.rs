@@ -136,27 +136,11 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
     }
     let tmp = ok(tempfile::tempdir());
     let sw = ok(Netns::create("tfr-sw"));
-    ok(sw.ip(&["link", "add", "br0", "type", "bridge"]));
-    ok(sw.ip(&["link", "set", "br0", "up"]));
+    ok(sw.add_bridge());
     let node = host("a", &sw, tmp.path(), "198.51.100.10/24");
     let tor = host("t", &sw, tmp.path(), "198.51.100.1/24");
     // The tunl0 stand-in.
-    for args in [
-        &[
-            "link",
-            "add",
-            "tunl0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "tunl0-peer",
-        ][..],
-        &["link", "set", "tunl0-peer", "up"],
-        &["link", "set", "tunl0", "up"],
-    ] {
-        ok(node.ns.ip(args));
-    }
+    ok(node.ns.add_tunl0_standin());
     let cluster_file = tmp.path().join("cluster.yaml");
     ok(std::fs::write(
         node.dir.join("tern.yaml"),

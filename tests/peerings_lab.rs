@@ -91,10 +91,7 @@ fn an_ipv6_peer_dials_a_node_ip_bound_dual_stack_node_and_a_duplicate_is_resolve
     }
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let sw = Netns::create("tpe-sw").unwrap_or_else(|e| panic!("{e}"));
-    sw.ip(&["link", "add", "br0", "type", "bridge"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    sw.ip(&["link", "set", "br0", "up"])
-        .unwrap_or_else(|e| panic!("{e}"));
+    sw.add_bridge().unwrap_or_else(|e| panic!("{e}"));
     let node = host(
         "a",
         &sw,

@@ -178,10 +178,7 @@ fn calico_policy_filters_transit_and_a_bgpfilter_edit_applies_live() {
     }
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let sw = Netns::create("tpl-sw").unwrap_or_else(|e| panic!("{e}"));
-    sw.ip(&["link", "add", "br0", "type", "bridge"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    sw.ip(&["link", "set", "br0", "up"])
-        .unwrap_or_else(|e| panic!("{e}"));
+    sw.add_bridge().unwrap_or_else(|e| panic!("{e}"));
     let node = host("a", &sw, tmp.path(), "198.51.100.10/24");
     node.ns
         .add_addr("lo", "198.18.4.1/32")

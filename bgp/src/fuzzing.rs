@@ -191,6 +191,9 @@ const TIMERS: [Timer; 6] = [
 ///   OpenConfirm and Established, `established_at` exactly in Established;
 /// - idle-hold back-off stays within its configured bounds; after a manual stop the
 ///   session is Idle and does not restart itself.
+///
+/// Long on purpose: one flat `match` from an input byte to an event, one arm per event
+/// kind, so the fuzzer's input format reads top to bottom in one place.
 pub fn check_fsm(data: &[u8]) {
     let mut s = Script(data);
     let sel = s.byte();
@@ -362,6 +365,8 @@ pub fn check_fsm(data: &[u8]) {
     }
 }
 
+/// The invariants of one step's actions, listed in [`check_fsm`]'s doc. Long on
+/// purpose: one assertion per invariant in the doc's order, each with its message.
 #[allow(clippy::too_many_arguments)]
 fn check_actions(
     fsm: &Session,

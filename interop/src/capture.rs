@@ -229,8 +229,7 @@ fn lan(prefix: &str) -> Result<Lab> {
         lab.namespaces.push(Netns::create(&format!("{prefix}{n}"))?);
     }
     let lan = lab.ns(0)?;
-    lan.ip(&["link", "add", "br0", "type", "bridge"])?;
-    lan.ip(&["link", "set", "br0", "up"])?;
+    lan.add_bridge()?;
     for (i, host) in [(1usize, 1), (2, 2), (3, 3), (4, 4)] {
         let ns = lab.ns(i)?;
         let port = format!("p{host}");

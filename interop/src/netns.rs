@@ -52,6 +52,32 @@ impl Netns {
         Ok(ns)
     }
 
+    /// Adds the bridge `br0`, up: the namespace becomes a LAN switch that nodes join
+    /// through veth ports set `master br0`.
+    pub fn add_bridge(&self) -> Result<()> {
+        self.ip(&["link", "add", "br0", "type", "bridge"])?;
+        self.ip(&["link", "set", "br0", "up"])?;
+        Ok(())
+    }
+
+    /// Adds a stand-in for Calico's IPIP device `tunl0` (a veth pair, up, since test
+    /// kernels may lack the ipip module): enough for routes through it to be accepted.
+    pub fn add_tunl0_standin(&self) -> Result<()> {
+        self.ip(&[
+            "link",
+            "add",
+            "tunl0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "tunl0-peer",
+        ])?;
+        self.ip(&["link", "set", "tunl0-peer", "up"])?;
+        self.ip(&["link", "set", "tunl0", "up"])?;
+        Ok(())
+    }
+
     /// The namespace's name, as `ip netns` knows it.
     pub fn name(&self) -> &str {
         &self.name
@@ -158,8 +184,7 @@ impl Netns {
 /// it. Returns the bridge's namespace and the nodes', in order.
 pub fn lan(lan: &str, nodes: &[(&str, &str)]) -> Result<(Netns, Vec<Netns>)> {
     let bridge = Netns::create(lan)?;
-    bridge.ip(&["link", "add", "br0", "type", "bridge"])?;
-    bridge.ip(&["link", "set", "br0", "up"])?;
+    bridge.add_bridge()?;
     let mut made = Vec::new();
     for (i, (name, cidr)) in nodes.iter().enumerate() {
         let ns = Netns::create(name)?;
