@@ -19,8 +19,9 @@ pub struct IntentDiff {
     pub peers_removed: Vec<IpAddr>,
     /// Sessions whose settings changed (close and reopen with the new ones).
     pub peers_changed: Vec<PeerIntent>,
-    /// Sessions whose only change is where they came from or their role name; the
-    /// session itself continues.
+    /// Sessions whose only change is where they came from, their role name or their
+    /// BGPFilters; the session itself continues (a filter change swaps the peer's
+    /// compiled policy in place: RFC 4271 needs no reset for a policy change).
     pub peers_relabelled: Vec<PeerIntent>,
     /// Prefixes to originate (new, or with new attributes).
     pub originated: BTreeMap<IpNet, Origination>,
@@ -83,10 +84,12 @@ pub fn diff(old: &Intent, new: &Intent) -> IntentDiff {
 
 /// Equal except for `origin` and `kind` between labels that behave the same on the
 /// wire (global vs node specific vs mesh; reflector roles change behaviour, so they
-/// count as a real change through `rr_client`).
+/// count as a real change through `rr_client`), and for `filters`, which the daemon
+/// applies to the running session.
 fn only_labels_differ(a: &PeerIntent, b: &PeerIntent) -> bool {
     let mut x = a.clone();
     x.origin.clone_from(&b.origin);
+    x.filters.clone_from(&b.filters);
     x.kind = b.kind;
     x == *b
 }

@@ -425,4 +425,23 @@ fn a_diff_touches_only_what_changed() {
     // The AS changes: identity.
     let text = crate::cluster::tests::example("mesh").replace("asNumber: 64512", "asNumber: 64513");
     assert!(diff(&before, &of(&cluster(&text), "node-a")).identity_changed);
+
+    // Only a peer's BGPFilters change: relabelled (the session continues, its policy is
+    // swapped), not changed (which would reset it).
+    let mut filtered = before.clone();
+    let (addr, peer) = filtered.peers.iter_mut().next().unwrap();
+    let addr = *addr;
+    peer.filters.push(crate::cluster::Filter {
+        name: "tor-in".into(),
+        ..Default::default()
+    });
+    let d = diff(&before, &filtered);
+    assert!(d.peers_changed.is_empty(), "{d:?}");
+    assert_eq!(
+        d.peers_relabelled
+            .iter()
+            .map(|p| p.address)
+            .collect::<Vec<_>>(),
+        vec![addr]
+    );
 }
