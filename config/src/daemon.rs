@@ -154,6 +154,13 @@ pub struct DaemonConfig {
     pub control_socket: PathBuf,
     /// Prometheus listener; `None` disables metrics.
     pub metrics: Option<SocketAddr>,
+    /// BIRD-compatible control socket for the IPv4 sessions (`bird_socket`, e.g.
+    /// `/var/run/calico/bird.ctl`), for `calicoctl node status` and calico-node's
+    /// `-bird-ready` / `-bird-live` (docs/bird-socket.md); `None`: off. Unix only.
+    pub bird_socket: Option<PathBuf>,
+    /// The same for the IPv6 sessions (`bird6_socket`, e.g.
+    /// `/var/run/calico/bird6.ctl`); `None`: off. Unix only.
+    pub bird6_socket: Option<PathBuf>,
     /// FIB settings.
     pub fib: FibConfig,
     /// Log filter: a level (`info`) or a tracing filter directive (`tern=debug,info`).
@@ -175,6 +182,8 @@ struct RawConfig {
     datastore: Option<datastore::RawDatastore>,
     control_socket: Option<PathBuf>,
     metrics: Option<String>,
+    bird_socket: Option<PathBuf>,
+    bird6_socket: Option<PathBuf>,
     fib: Option<RawFib>,
     log: Option<String>,
     limits: Option<limits::RawLimits>,
@@ -263,6 +272,10 @@ impl DaemonConfig {
             ));
         }
 
+        let control_socket = raw.control_socket.unwrap_or_else(default_control_socket);
+        let (bird_socket, bird6_socket) =
+            bird_sockets(raw.bird_socket, raw.bird6_socket, &control_socket, file)?;
+
         let limits = match raw.limits {
             Some(l) => l.validate(file)?,
             None => Limits::default(),
@@ -274,8 +287,10 @@ impl DaemonConfig {
                 datastore,
                 router_id,
                 sources,
-                control_socket: raw.control_socket.unwrap_or_else(default_control_socket),
+                control_socket,
                 metrics,
+                bird_socket,
+                bird6_socket,
                 fib,
                 log,
                 limits,
@@ -320,6 +335,48 @@ impl DaemonConfig {
             .find(|(name, _)| name == setting)
             .map(|(_, source)| *source)
     }
+}
+
+/// `bird_socket` and `bird6_socket`: absolute paths, distinct from each other and from
+/// the control socket; refused on Windows, which has no Unix sockets for birdc.
+fn bird_sockets(
+    v4: Option<PathBuf>,
+    v6: Option<PathBuf>,
+    control: &Path,
+    file: &str,
+) -> Result<(Option<PathBuf>, Option<PathBuf>), ConfigError> {
+    for (field, path) in [("bird_socket", &v4), ("bird6_socket", &v6)] {
+        let Some(path) = path else { continue };
+        let err = |reason: String| ConfigError::field(file, field, reason);
+        if cfg!(windows) {
+            return Err(err("not supported on Windows".into()));
+        }
+        if !path.is_absolute() {
+            return Err(err(format!(
+                "{} is not an absolute path (e.g. /var/run/calico/bird.ctl)",
+                path.display()
+            )));
+        }
+        if path == control {
+            return Err(err(format!(
+                "{} is the control socket's path; use another file",
+                path.display()
+            )));
+        }
+    }
+    if let (Some(a), Some(b)) = (&v4, &v6) {
+        if a == b {
+            return Err(ConfigError::field(
+                file,
+                "bird6_socket",
+                format!(
+                    "{} is also bird_socket; the IPv4 and IPv6 sockets need two files",
+                    b.display()
+                ),
+            ));
+        }
+    }
+    Ok((v4, v6))
 }
 
 /// The raw file; one with no settings at all (empty, only comments) is `{}`, since the

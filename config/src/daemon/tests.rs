@@ -211,3 +211,44 @@ fn load_resolves_the_datastore_next_to_the_file() {
         .unwrap_or_default();
     assert!(e.contains("missing.yaml: cannot read"), "{e}");
 }
+
+#[test]
+fn bird_sockets_are_off_by_default_and_checked() {
+    let (c, _) = parse("node: n1\n").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((c.bird_socket, c.bird6_socket), (None, None));
+    let text = "node: n1\nbird_socket: /var/run/calico/bird.ctl\nbird6_socket: /var/run/calico/bird6.ctl\n";
+    if cfg!(windows) {
+        assert_eq!(
+            error(text),
+            "tern.yaml: field `bird_socket`: not supported on Windows"
+        );
+        return;
+    }
+    let (c, _) = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.bird_socket,
+        Some(PathBuf::from("/var/run/calico/bird.ctl"))
+    );
+    assert_eq!(
+        c.bird6_socket,
+        Some(PathBuf::from("/var/run/calico/bird6.ctl"))
+    );
+    for (text, want) in [
+        (
+            "bird_socket: bird.ctl",
+            "field `bird_socket`: bird.ctl is not an absolute path",
+        ),
+        (
+            "bird_socket: /run/tern/tern.sock",
+            "field `bird_socket`: /run/tern/tern.sock is the control socket's path",
+        ),
+        (
+            "bird_socket: /run/b.ctl\nbird6_socket: /run/b.ctl",
+            "field `bird6_socket`: /run/b.ctl is also bird_socket",
+        ),
+        ("bird_sockt: /run/b.ctl", "unknown field `bird_sockt`"),
+    ] {
+        let e = error(&format!("node: n1\n{text}\n"));
+        assert!(e.contains(want), "{text:?}: got {e:?}");
+    }
+}
