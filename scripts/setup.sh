@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Installs what tern's build and tests need on a Debian/Ubuntu machine, only what is
 # missing: Rust components and targets, and the Debian packages of the test peers and
-# tools. Safe to run again. Usage: scripts/setup.sh [--minimal | --lab]
+# tools. Safe to run again. Usage: scripts/setup.sh [--minimal | --lab | --release]
 #   --minimal   only what building and running `tern` needs (no test peers, no Windows)
 #   --lab       what `tern-lab up` needs: the peer daemons and ping (no Windows)
+#   --release   everything, plus what scripts/release.sh needs: the musl target and
+#               musl-gcc (the static binary), buildah, umoci and podman (the image)
 set -euo pipefail
 
 minimal=0
 lab=0
+release=0
 [ "${1:-}" = "--minimal" ] && minimal=1
 [ "${1:-}" = "--lab" ] && { minimal=1; lab=1; }
+[ "${1:-}" = "--release" ] && release=1
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 loud_skip() { printf '\n\033[1;33m*** SKIP: %s ***\033[0m\n\n' "$*" >&2; }
@@ -57,6 +61,9 @@ if [ $minimal = 0 ]; then
   # conflict with it.
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
 fi
+if [ $release = 1 ]; then
+  packages+=(musl-tools buildah umoci podman)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -103,6 +110,13 @@ if [ $minimal = 0 ]; then
   else
     is_ci && { echo "rustup is needed for the Windows target under CI=true" >&2; exit 1; }
     loud_skip "no rustup: cannot add the Windows target"
+  fi
+fi
+# --- static (musl) target, for scripts/release.sh -----------------------------
+if [ $release = 1 ]; then
+  if ! rustup target list --installed | grep -q '^x86_64-unknown-linux-musl$'; then
+    say "rustup target add x86_64-unknown-linux-musl"
+    rustup target add x86_64-unknown-linux-musl
   fi
 fi
 say "ready"
