@@ -6,4 +6,5 @@ pub mod check_config;
 pub mod control;
 pub mod daemon;
 pub mod decode;
+pub mod rlimit;
 pub mod service;

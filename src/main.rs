@@ -1,21 +1,30 @@
 //! The `tern` command line (README.md, docs/daemon.md): `run` (the daemon), the
 //! control-socket commands (`status`, `peers`, `routes`, `fib`, `diagnose`, `health`,
-//! `reload`), `check-config` and `decode`.
+//! `reload`), `check-config`, `decode`, and `completions` / `man` (what the Debian
+//! package ships as shell completions and manual pages).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use bytes::Bytes;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use tern::capture::{self, Flow};
 use tern::control::cli::CliCommand;
 use tern::decode::{self, Input, Overrides};
+
+mod man;
 
 #[derive(Parser)]
 #[command(
     name = "tern",
     version,
-    about = "BGP routing daemon for Kubernetes nodes"
+    about = "BGP routing daemon for Kubernetes nodes",
+    long_about = "BGP routing daemon for Kubernetes nodes that route pod traffic natively, \
+                  the way Calico does with BIRD and confd. `tern run` reads the cluster's \
+                  Calico resources (a file, etcd or the Kubernetes API), keeps the BGP \
+                  sessions, advertises the node's IPAM blocks and programs the kernel's \
+                  routing table; the other commands validate a configuration or ask the \
+                  running daemon through its control socket."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -84,6 +93,19 @@ enum Command {
         /// The daemon's file.
         #[arg(long, short, default_value = "/etc/tern/tern.yaml")]
         config: std::path::PathBuf,
+    },
+    /// Print a shell's completion script for tern on standard output.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page tern(8) (roff) on standard output, or with --dir write it
+    /// and one page per command (tern-run(8), ...) into a directory.
+    Man {
+        /// Write tern.8 and tern-COMMAND.8 here instead.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
     },
 }
 
@@ -196,7 +218,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(a) => run_decode(a),
-        Command::Run { config } => tern::daemon::run(&config),
+        Command::Run { config } => {
+            // Before the runtime opens anything; logging is not set up yet, hence stderr.
+            #[cfg(target_os = "linux")]
+            if let Err(e) = tern::rlimit::raise() {
+                eprintln!("tern: warning: {e}");
+            }
+            tern::daemon::run(&config)
+        }
         Command::Service { action } => match action {
             ServiceAction::Install { config } => tern::service::install(&config),
             ServiceAction::Uninstall => tern::service::uninstall(),
@@ -222,6 +251,26 @@ fn main() -> ExitCode {
             inspect,
         } => inspect.go(CliCommand::Health { live, ready }),
         Command::Reload(i) => i.go(CliCommand::Reload),
+        Command::Completions { shell } => {
+            // Into memory first: clap_complete panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "tern", &mut script);
+            let mut out = std::io::stdout().lock();
+            match out.write_all(&script).and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tern completions: cannot write to standard output: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Man { dir } => match man::write(Cli::command(), dir.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tern man: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::CheckConfig { config } => {
             let report = tern::check_config::check(&config);
             print!("{}", tern::check_config::render(&report));

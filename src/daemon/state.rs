@@ -85,6 +85,9 @@ impl State {
 
     /// Records the peers of a new intent, keeping the state of those that stay.
     pub fn set_peers(&mut self, intent: &Intent) {
+        // Every accepted configuration passes here: the place to see whether its peers
+        // fit the open-file limit.
+        crate::rlimit::check_peers(intent.peers.len());
         let mut next = BTreeMap::new();
         for (a, p) in &intent.peers {
             let s = match self.peers.remove(a) {
