@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use super::convert::route_info;
 use super::fib_task::FibMsg;
 use super::state::State;
+use crate::birdsock::{BirdPeer, BirdView};
 use crate::control::proto::{
     DaemonInfo, DiagnoseReply, FindingInfo, HealthReply, PeersReply, ReloadReply, Request,
     RoutesReply, StatusReply,
@@ -388,6 +389,72 @@ fn advertised_info(prefix: IpNet, e: &Exported, peer: IpAddr) -> crate::control:
         ),
         ecmp: false,
         installed: false,
+    }
+}
+
+impl crate::birdsock::ViewSource for DaemonHandler {
+    fn view(
+        &self,
+        counts: bool,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<BirdView, String>> + Send + '_>> {
+        Box::pin(self.bird_view(counts))
+    }
+}
+
+impl DaemonHandler {
+    /// What the BIRD-compatible sockets show (src/birdsock.rs): the snapshot's peers,
+    /// with the speaker's prefix counts when `counts`.
+    async fn bird_view(&self, counts: bool) -> Result<BirdView, String> {
+        let counted: BTreeMap<String, (u64, u64)> = if counts {
+            self.peers(None)
+                .await?
+                .into_iter()
+                .map(|p| (p.address, (p.prefixes_received, p.prefixes_advertised)))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let s = self.lock()?;
+        let not_configured = s.intent.is_none().then(|| {
+            s.config_error
+                .clone()
+                .or_else(|| s.datastore_error.clone())
+                .unwrap_or_else(|| "waiting for the datastore's first snapshot".into())
+        });
+        let peers = s
+            .peers
+            .values()
+            .map(|p| {
+                let (received, advertised) = counted
+                    .get(&p.intent.address.to_string())
+                    .copied()
+                    .unwrap_or_default();
+                BirdPeer {
+                    address: p.intent.address,
+                    port: p.intent.port,
+                    kind: p.intent.kind,
+                    passive: p.intent.passive,
+                    remote_as: p.intent.remote_as,
+                    local_as: p.intent.local_as,
+                    source: p.intent.source,
+                    up: p.up,
+                    state: p.state.clone(),
+                    since: p.since,
+                    last_error: p.last_error.clone(),
+                    capabilities: p.capabilities.clone(),
+                    rr_client: p.intent.rr_client,
+                    received,
+                    advertised,
+                }
+            })
+            .collect();
+        Ok(BirdView {
+            router_id: s.intent.as_ref().map(|i| i.router_id),
+            started: s.started,
+            in_grace: s.in_grace,
+            not_configured,
+            peers,
+        })
     }
 }
 

@@ -91,6 +91,14 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         tracing::info!("metrics on http://{addr}/metrics");
         tokio::spawn(metrics::serve(listener, Arc::clone(&handler)));
     }
+    // BIRD-compatible sockets for calicoctl and calico-node's probes; removed when the
+    // daemon stops (the guards live until `run` returns).
+    #[cfg(unix)]
+    let _bird_sockets = crate::birdsock::server::start_configured(
+        cfg.bird_socket.as_deref(),
+        cfg.bird6_socket.as_deref(),
+        Arc::clone(&handler) as Arc<dyn crate::birdsock::ViewSource>,
+    )?;
     tokio::spawn(server.run(handler));
 
     // Workload routes (Linux): borrowed addresses seen in the kernel; the watcher
