@@ -37,6 +37,13 @@ impl Driver {
             reject(&s);
             return;
         }
+        if let Some(hops) = self.cfg.ttl_security {
+            if let Err(e) = super::gtsm_accepted(&s, hops) {
+                drop(s);
+                self.connect_failed(e.to_string()).await;
+                return;
+            }
+        }
         let verdicts = self.collision.accepted();
         self.apply(verdicts, Some(s)).await;
     }
@@ -48,7 +55,9 @@ impl Driver {
                 let verdicts = self.collision.connected();
                 self.apply(verdicts, Some(s)).await;
             }
-            Err(_) => {
+            Err(e) => {
+                self.connect_failed(format!("connect to {}: {e}", self.cfg.peer))
+                    .await;
                 let verdicts = self.collision.closed(Side::Ours);
                 // Only a machine still waiting for a connection cares; one that runs
                 // on the peer's connection goes on.

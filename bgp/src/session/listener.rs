@@ -1,12 +1,28 @@
-//! The passive side: TCP listening sockets (one, on port 179 unless configured; one
-//! per node address with `bindMode: NodeIP` on a dual-stack node) that hand each
-//! accepted connection to the session of its source address. A connection from an
-//! address that is not a configured peer is closed at once and reported once as data
-//! (the daemon logs it), so a scanner cannot cause an error storm.
+//! The passive side: TCP listening sockets that hand each accepted connection to the
+//! session of its source address. A connection from an address that is not a
+//! configured peer is closed at once and reported once as data (the daemon logs it),
+//! so a scanner cannot cause an error storm.
+//!
+//! One socket per address family, never a dual-stack one: the IPv6 wildcard `[::]`
+//! stands for both families and binds `[::]` with `IPV6_V6ONLY` set plus `0.0.0.0` on
+//! the same port (`bindMode: NodeIP` binds each node address, one per family, the
+//! same way). Why not one dual-stack socket: whether `[::]` takes IPv4 differs by
+//! system (Windows: never by default; Linux: `net.ipv6.bindv6only`), and on it an
+//! IPv4 peer is an IPv4-mapped IPv6 address, so its TCP-MD5 key, its minimum TTL and
+//! its outgoing TTL each need the mapped form or the IPv4 option on an IPv6 socket.
+//! With a socket per family each peer meets a socket of its own family, so keys and
+//! GTSM options are set exactly as for a dialled connection, on every system.
+//!
+//! The listening sockets send with TTL (hop limit) 255: the kernel answers a SYN from
+//! the listening socket, and a GTSM peer (RFC 5082) drops a SYN-ACK that arrives with
+//! less. The minimum TTL is per peer, so it is set on the accepted connection (by the
+//! session, which knows the peer's `ttlSecurity`), and the SYN the connection was
+//! opened with is kept (Linux `TCP_SAVE_SYN`) so the session can check the TTL the
+//! peer's first segment arrived with and say why it refuses a peer that is too far.
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, RwLock};
 
 use tokio::net::{TcpListener, TcpSocket};
@@ -30,7 +46,8 @@ pub struct Listener {
     peers: Arc<RwLock<HashMap<IpAddr, SessionHandle>>>,
 }
 
-/// IPv4 peers reach a dual-stack socket as IPv4-mapped IPv6 addresses.
+/// An IPv4 peer could only reach an IPv6 socket IPv4-mapped; the sockets are
+/// per family, but a source is still keyed by its plain address in case one is seen.
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
@@ -38,14 +55,24 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The address a TCP-MD5 key names on a listening socket: on a dual-stack (IPv6)
-/// socket an IPv4 peer must be given IPv4-mapped (the kernel refuses an AF_INET address
-/// there with EINVAL).
-fn md5_address(listener_is_v6: bool, peer: IpAddr) -> IpAddr {
-    match peer {
-        IpAddr::V4(a) if listener_is_v6 => IpAddr::V6(a.to_ipv6_mapped()),
-        other => other,
+/// The sockets `addrs` stand for: the IPv6 wildcard is both families' wildcards;
+/// each address once.
+fn expand(addrs: &[SocketAddr]) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = Vec::new();
+    for a in addrs {
+        let mut add = |a: SocketAddr| {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        };
+        add(*a);
+        if let IpAddr::V6(ip) = a.ip() {
+            if ip.is_unspecified() {
+                add(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), a.port()));
+            }
+        }
     }
+    out
 }
 
 impl Listener {
@@ -63,10 +90,21 @@ impl Listener {
                 "no address to listen on",
             ));
         }
-        let listeners = addrs
-            .iter()
-            .map(|a| listen_on(*a).map_err(|e| io::Error::new(e.kind(), format!("{a}: {e}"))))
-            .collect::<io::Result<Vec<_>>>()?;
+        let mut listeners: Vec<TcpListener> = Vec::new();
+        for a in expand(addrs) {
+            // Port 0 (tests): the IPv4 wildcard takes the port the IPv6 one got, so
+            // `[::]:0` is one port in both families.
+            let a = match (a, listeners.last().map(TcpListener::local_addr)) {
+                (SocketAddr::V4(v4), Some(Ok(prev)))
+                    if v4.port() == 0 && v4.ip().is_unspecified() && prev.ip().is_unspecified() =>
+                {
+                    SocketAddr::new(IpAddr::V4(*v4.ip()), prev.port())
+                }
+                _ => a,
+            };
+            let l = listen_on(a).map_err(|e| io::Error::new(e.kind(), format!("{a}: {e}")))?;
+            listeners.push(l);
+        }
         Ok(Listener {
             listeners,
             peers: Arc::new(RwLock::new(HashMap::new())),
@@ -87,26 +125,25 @@ impl Listener {
     }
 
     /// Accepts connections from `handle.peer`'s address, signed with `password` if set
-    /// (TCP-MD5 must be configured on the listening socket before the peer's SYN).
+    /// (TCP-MD5 must be configured on the listening socket before the peer's SYN): the
+    /// key goes on every socket of the peer's family. An error names the socket.
     pub fn add_peer(&self, handle: SessionHandle, password: Option<&str>) -> io::Result<()> {
+        let peer = canonical(handle.peer.ip());
         if let Some(pw) = password {
-            let peer = handle.peer.ip();
             for l in &self.listeners {
-                let Ok(at) = l.local_addr() else { continue };
-                // Only a socket the peer can reach takes its key: an IPv4 peer reaches
-                // an IPv6 socket only when it is the dual-stack wildcard.
-                let reachable = match (at.ip(), peer) {
-                    (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => true,
-                    (IpAddr::V6(a), IpAddr::V4(_)) => a.is_unspecified(),
-                    (IpAddr::V4(_), IpAddr::V6(_)) => false,
-                };
-                if reachable {
-                    sockopt::set_md5(l, md5_address(at.is_ipv6(), peer), pw)?;
+                let at = l.local_addr()?;
+                if at.is_ipv4() == peer.is_ipv4() {
+                    sockopt::set_md5(l, peer, pw).map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("TCP-MD5 key for {peer} on the listening socket {at}: {e}"),
+                        )
+                    })?;
                 }
             }
         }
         if let Ok(mut map) = self.peers.write() {
-            map.insert(canonical(handle.peer.ip()), handle);
+            map.insert(peer, handle);
         }
         Ok(())
     }
@@ -163,14 +200,31 @@ impl Listener {
     }
 }
 
-/// A listening socket on `addr`.
+/// A listening socket on `addr`: IPv6 only if IPv6, sending with TTL 255, keeping
+/// SYNs (see the module doc).
 fn listen_on(addr: SocketAddr) -> io::Result<TcpListener> {
     let sock = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
+    // Not on Windows, where SO_REUSEADDR lets another process take over the port.
+    #[cfg(unix)]
     sock.set_reuseaddr(true)?;
+    #[cfg(target_os = "linux")]
+    {
+        if addr.is_ipv6() {
+            sockopt::set_v6only(&sock, true)?;
+        }
+        // The options name the socket's own family.
+        let family = match addr.ip() {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        };
+        sockopt::set_ttl_out(&sock, family)?;
+        sockopt::save_syn(&sock)?;
+    }
+    // Windows' IPv6 sockets are IPv6-only unless told otherwise, which is what we want.
     sock.bind(addr)?;
     sock.listen(1024)
 }
@@ -179,18 +233,62 @@ fn listen_on(addr: SocketAddr) -> io::Result<TcpListener> {
 mod tests {
     use super::*;
 
-    /// A dual-stack node with a TCP-MD5 password on an IPv4 peer: the key is set
-    /// IPv4-mapped, which the kernel takes (a plain IPv4 address it refuses).
+    #[allow(clippy::unwrap_used)] // a test helper: a bad literal is the test failing
+    fn handle(peer: &str) -> (SessionHandle, mpsc::Receiver<Command>) {
+        let (tx, rx) = mpsc::channel(4);
+        let peer = peer.parse().unwrap();
+        (SessionHandle { peer, tx }, rx)
+    }
+
+    /// The IPv6 wildcard binds both families on one port, each socket of its own
+    /// family, and the TCP-MD5 keys of IPv4 and IPv6 peers both go in (an IPv4 key on
+    /// a dual-stack socket was refused with EINVAL).
     #[test]
-    fn md5_keys_for_ipv4_peers_on_a_dual_stack_listener() {
-        let peer: IpAddr = "198.51.100.1".parse().unwrap();
-        let v6 = std::net::TcpListener::bind("[::1]:0").unwrap();
-        assert!(sockopt::set_md5(&v6, peer, "pw").is_err());
-        sockopt::set_md5(&v6, md5_address(true, peer), "pw").unwrap();
-        let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        sockopt::set_md5(&v4, md5_address(false, peer), "pw").unwrap();
-        let peer6: IpAddr = "2001:db8::1".parse().unwrap();
-        assert_eq!(md5_address(true, peer6), peer6);
+    fn the_ipv6_wildcard_is_a_socket_per_family_with_keys_for_both() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_rt = rt.enter();
+        let l = Listener::bind("[::]:0".parse().unwrap()).unwrap();
+        let at = l.local_addrs().unwrap();
+        assert_eq!(at.len(), 2, "{at:?}");
+        assert!(at[0].is_ipv6() && at[1].is_ipv4(), "{at:?}");
+        assert_eq!(at[0].port(), at[1].port());
+        let (h4, _rx4) = handle("198.51.100.1:179");
+        let (h6, _rx6) = handle("[2001:db8::1]:179");
+        l.add_peer(h4, Some("pw4")).unwrap();
+        l.add_peer(h6, Some("pw6")).unwrap();
+        // A plain IPv4 key on the IPv6 socket is what the kernel refuses: the listener
+        // must never do it.
+        assert!(sockopt::set_md5(&l.listeners[0], "198.51.100.1".parse().unwrap(), "x").is_err());
+    }
+
+    /// An IPv4 client reaches the IPv4 socket of the wildcard pair (the IPv6 one is
+    /// IPv6-only): its session gets the connection.
+    #[tokio::test]
+    async fn ipv4_peers_dial_in_to_the_ipv6_wildcard() {
+        let l = Listener::bind("[::]:0".parse().unwrap()).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (h4, mut rx4) = handle("127.0.0.1:179");
+        l.add_peer(h4, None).unwrap();
+        let (rtx, _rrx) = mpsc::channel(4);
+        let run = tokio::spawn(Arc::new(l).run(rtx));
+        let c = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        assert!(c.local_addr().unwrap().is_ipv4());
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), rx4.recv()).await;
+        let Ok(Some(Command::Incoming(s))) = got else {
+            panic!("no connection for the IPv4 peer: {got:?}");
+        };
+        assert!(
+            s.local_addr().unwrap().is_ipv4(),
+            "accepted on the IPv4 socket"
+        );
+        // The SYN was kept: it came over loopback with the default TTL (64 on Linux).
+        assert!(sockopt::syn_ttl(&s).is_some_and(|t| t > 1));
+        run.abort();
     }
 
     /// Two sockets, one per family (bindMode NodeIP on a dual-stack node): a
@@ -202,11 +300,6 @@ mod tests {
             .unwrap();
         let at = l.local_addrs().unwrap();
         assert_eq!(at.len(), 2);
-        let handle = |peer: &str| {
-            let (tx, rx) = mpsc::channel(4);
-            let peer = peer.parse().unwrap();
-            (SessionHandle { peer, tx }, rx)
-        };
         let (h4, mut rx4) = handle("127.0.0.1:179");
         let (h6, mut rx6) = handle("[::1]:179");
         l.add_peer(h4, None).unwrap();

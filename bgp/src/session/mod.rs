@@ -100,6 +100,15 @@ pub enum SessionEvent {
         /// The message (RFC 7606 findings inside).
         update: Box<Update>,
     },
+    /// A connection to or from the peer failed before the state machine ran on it (a
+    /// connect error, or GTSM refused an accepted one as too far); sent while the
+    /// session is not Established, once per distinct text.
+    ConnectFailed {
+        /// Peer.
+        peer: SocketAddr,
+        /// Why, in plain words.
+        why: String,
+    },
     /// A ROUTE-REFRESH arrived.
     RouteRefresh {
         /// Peer.
@@ -163,22 +172,60 @@ async fn connect(cfg: DriverConfig) -> io::Result<TcpStream> {
         sockopt::set_md5(&sock, cfg.peer.ip(), pw)?;
     }
     if let Some(hops) = cfg.ttl_security {
+        // Before the SYN: it must leave with TTL 255 too, and a SYN-ACK from too far
+        // is dropped by the kernel (the connect then times out).
         sockopt::set_min_ttl(&sock, cfg.peer.ip(), hops)?;
+        sockopt::set_ttl_out(&sock, cfg.peer.ip())?;
     }
-    let stream = sock.connect(cfg.peer).await?;
-    if cfg.ttl_security.is_some() {
-        set_outgoing_ttl(&stream, cfg.peer.ip())?;
-    }
+    let stream = sock.connect(cfg.peer).await.map_err(|e| match cfg.ttl_security {
+        Some(hops) if e.kind() == io::ErrorKind::TimedOut => io::Error::new(
+            e.kind(),
+            format!(
+                "{e} (ttlSecurity: the peer's segments must arrive with TTL {} or more, i.e. at most {hops} hop(s) away)",
+                sockopt::gtsm_min_ttl(hops)
+            ),
+        ),
+        _ => e,
+    })?;
     stream.set_nodelay(true)?;
     Ok(stream)
 }
 
-fn set_outgoing_ttl(stream: &TcpStream, peer: IpAddr) -> io::Result<()> {
-    match peer {
-        IpAddr::V4(_) => stream.set_ttl(255),
-        // tokio has no hop-limit setter; the IPv4 TTL call covers dual-stack sockets.
-        IpAddr::V6(_) => Ok(()),
+/// Settings of the peer this platform cannot honour, as an error naming them; checked
+/// before a session starts so such a peer is refused rather than run without them.
+pub fn check_supported(cfg: &DriverConfig) -> io::Result<()> {
+    match sockopt::unsupported(cfg.password.is_some(), cfg.ttl_security.is_some()) {
+        Some(what) => Err(io::Error::new(io::ErrorKind::Unsupported, what)),
+        None => Ok(()),
     }
+}
+
+/// GTSM on a connection the listener accepted: the SYN must have come from at most
+/// `hops` hops away, later segments are held to the same, and ours leave with TTL
+/// 255. An error says why the connection is refused.
+fn gtsm_accepted(s: &TcpStream, hops: u8) -> io::Result<()> {
+    let peer = s.peer_addr()?.ip();
+    #[cfg(target_os = "linux")]
+    if let Some(ttl) = sockopt::syn_ttl(s) {
+        let min = sockopt::gtsm_min_ttl(hops);
+        if ttl < min {
+            // Sent with 255, one less per router; far below, the peer is not sending
+            // with 255 at all.
+            let seen = if ttl >= 192 {
+                format!("{} hop(s) away", 256 - u16::from(ttl))
+            } else {
+                "does the peer send with TTL 255 (GTSM on its side too)?".to_string()
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "refused a connection from {peer}: ttlSecurity allows {hops} hop(s) (TTL {min} or more) but its SYN arrived with TTL {ttl}: {seen}"
+                ),
+            ));
+        }
+    }
+    sockopt::set_min_ttl(s, peer, hops)?;
+    sockopt::set_ttl_out(s, peer)
 }
 
 struct Driver {
@@ -199,6 +246,9 @@ struct Driver {
     connecting: Option<Connecting>,
     out: BytesMut,
     blocked: bool,
+    /// The last [`SessionEvent::ConnectFailed`] text, so a retry that fails the same
+    /// way is not reported again.
+    reported: Option<String>,
 }
 
 async fn run(
@@ -223,6 +273,7 @@ async fn run(
         connecting: None,
         out: BytesMut::new(),
         blocked: false,
+        reported: None,
     };
     let mut buf = vec![0u8; 65536];
     // Set when every handle is gone (the peer was removed): stop once, then end the
@@ -344,6 +395,22 @@ impl Driver {
     }
 }
 
+impl Driver {
+    /// Reports why a connection failed, unless the session is up or it was the last
+    /// reason reported.
+    pub(super) async fn connect_failed(&mut self, why: String) {
+        if self.fsm.state() == State::Established || self.reported.as_ref() == Some(&why) {
+            return;
+        }
+        self.reported = Some(why.clone());
+        let peer = self.cfg.peer;
+        let _ = self
+            .events
+            .send(SessionEvent::ConnectFailed { peer, why })
+            .await;
+    }
+}
+
 /// Closes a connection we do not want with Cease / Connection Collision Resolution.
 fn reject(s: &TcpStream) {
     send_notification(
@@ -416,7 +483,10 @@ impl Driver {
             }
             Action::StateChanged { from, to } => {
                 match to {
-                    State::Established => self.collision.established(self.conn_side),
+                    State::Established => {
+                        self.reported = None;
+                        self.collision.established(self.conn_side);
+                    }
                     // The session is down: so is a connection that was resolving a
                     // collision with it.
                     State::Idle => {

@@ -291,6 +291,10 @@ impl Speaker {
             SessionEvent::Up { peer, negotiated } => self.session_up(peer, negotiated),
             SessionEvent::Down { peer, reason } => self.session_down(now, peer, &reason),
             SessionEvent::Update { peer, update } => self.update(peer, &update),
+            // Reported as the peer's last error; the session itself goes on waiting.
+            SessionEvent::ConnectFailed { peer, why } => {
+                self.event(SpeakerEvent::PeerDown(peer, why))
+            }
             SessionEvent::RouteRefresh { peer, refresh } => {
                 // Only a request is answered. BoRR / EoRR mark the peer's own answer to
                 // a request of ours (RFC 7313; answering them would ping-pong between

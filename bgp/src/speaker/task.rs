@@ -111,14 +111,9 @@ pub async fn spawn_with(
         waiting: HashMap::new(),
         writable: JoinSet::new(),
     };
-    let mut rest = Vec::new();
-    for o in outputs {
-        match o {
-            Output::StartSession(dc) => driver.start_session(*dc).await?,
-            o => rest.push(o),
-        }
-    }
-    driver.run_outputs(rest).await;
+    // A peer whose session cannot start is reported and forgotten there, as one
+    // added later: it must not keep the other peers from starting.
+    driver.run_outputs(outputs).await;
     let (rtx, rrx) = mpsc::channel(16);
     if let Some(l) = &driver.listener {
         tokio::spawn(Arc::clone(l).run(rtx));
@@ -288,6 +283,7 @@ impl Driver {
     /// Creates a peer's session, registers it with the listener and starts it.
     async fn start_session(&mut self, dc: DriverConfig) -> io::Result<()> {
         let ip = dc.peer.ip();
+        session::check_supported(&dc)?;
         let password = dc.password.clone();
         let link = (self.spawner)(dc, self.sessions.clone());
         if let (Some(l), Link::Session(h)) = (&self.listener, &link) {
