@@ -19,7 +19,8 @@
 //! - systemd ([`status`]): READY=1 once the control socket listens and the main loop
 //!   runs, with or without a valid configuration (BGP starts with the first one);
 //!   STATUS= says what it waits for, or how many peers are up; the main loop feeds the
-//!   watchdog.
+//!   watchdog. The Windows service instead reports Running once the first intent is
+//!   applied ([`Hooks::on_intent_applied`], see `crate::service`).
 
 mod convert;
 mod fib_task;
@@ -43,26 +44,58 @@ use std::sync::Arc;
 use tern_config::DaemonConfig;
 use tokio::sync::Notify;
 
+use crate::logging;
+
 pub use start::kube_settings;
+
+/// How the Windows service's run differs from `tern run`'s (the default is `tern run`:
+/// log to stderr, stop on signals only, nobody waiting for the first intent).
+#[derive(Default)]
+pub struct Hooks {
+    /// Notified to stop, like SIGTERM (the service control handler's Stop).
+    pub stop: Option<Arc<Notify>>,
+    /// Where the log goes.
+    pub log: logging::Target,
+    /// Called once, when the first intent is applied (BGP started): the service then
+    /// reports Running.
+    pub on_intent_applied: Option<Box<dyn FnOnce() + Send>>,
+}
 
 /// Runs the daemon in the foreground until SIGTERM / Ctrl-C.
 pub fn run(config: &Path) -> ExitCode {
-    run_until(config, None)
+    run_until(config, Hooks::default())
 }
 
-/// Runs the daemon until a signal or until `stop` is notified (the Windows service
-/// control handler's Stop).
-pub fn run_until(config: &Path, stop: Option<Arc<Notify>>) -> ExitCode {
+/// Runs the daemon until a signal or until `hooks.stop` is notified.
+pub fn run_until(config: &Path, hooks: Hooks) -> ExitCode {
     let (cfg, warnings) = match DaemonConfig::load(config) {
         Ok(v) => v,
         Err(e) => {
+            // Into the service's log file too: its stderr goes nowhere.
+            if logging::init("info", &hooks.log).is_ok() {
+                tracing::error!("{e}");
+            }
             eprintln!("tern: {e}");
             return ExitCode::from(2);
         }
     };
-    init_tracing(&cfg.log);
+    if let Err(e) = logging::init(&cfg.log, &hooks.log) {
+        // The daemon still runs; `tern status` answers.
+        eprintln!("tern: {e}");
+    }
+    #[cfg(windows)]
+    if let logging::Target::Files(dir) = &hooks.log {
+        tracing::info!(
+            "tern service starting; log files {} (daily, UTC dates, the last {} kept)",
+            logging::file_pattern(dir),
+            logging::FILES_KEPT
+        );
+    }
     for w in warnings {
         tracing::warn!("{w}");
+    }
+    if let Some(f) = hooks.on_intent_applied {
+        status::on_intent_applied(f);
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -71,11 +104,12 @@ pub fn run_until(config: &Path, stop: Option<Arc<Notify>>) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
+            tracing::error!("cannot start the runtime: {e}");
             eprintln!("tern: cannot start the runtime: {e}");
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run::daemon(cfg, stop.unwrap_or_default())) {
+    match rt.block_on(run::daemon(cfg, hooks.stop.unwrap_or_default())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -83,40 +117,4 @@ pub fn run_until(config: &Path, stop: Option<Arc<Notify>>) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// Human format on a terminal; plain lines without timestamps otherwise (journald and
-/// the Windows event log add their own).
-fn init_tracing(level: &str) {
-    use std::io::IsTerminal;
-    let from_env = std::env::var("RUST_LOG")
-        .ok()
-        .filter(|l| !l.trim().is_empty());
-    let filter = from_env
-        .and_then(|l| tracing_subscriber::EnvFilter::try_new(quiet_clients(&l)).ok())
-        .or_else(|| tracing_subscriber::EnvFilter::try_new(quiet_clients(level)).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
-    let tty = std::io::stderr().is_terminal();
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(tty);
-    let _ = if tty {
-        b.try_init()
-    } else {
-        b.without_time().try_init()
-    };
-}
-
-/// `level` with the Kubernetes client's own logging off unless `level` names it: it
-/// logs every failed reconnect and every dropped watch (at ERROR and WARN), while
-/// tern's store says once, in plain words, what is wrong and that it keeps trying.
-fn quiet_clients(level: &str) -> String {
-    let mut filter = level.to_string();
-    for target in ["kube_client", "kube_runtime"] {
-        if !level.contains(target) {
-            filter.push_str(&format!(",{target}=off"));
-        }
-    }
-    filter
 }

@@ -7,5 +7,6 @@ pub mod check_config;
 pub mod control;
 pub mod daemon;
 pub mod decode;
+pub mod logging;
 pub mod rlimit;
 pub mod service;

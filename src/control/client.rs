@@ -18,7 +18,14 @@ const MAX_ANSWER: u64 = 256 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// Nothing listens on the socket (the path holds the socket's name).
-    #[error("tern is not running: no control socket at {0} (start it with `systemctl start tern`, or pass --socket)")]
+    #[cfg_attr(
+        unix,
+        error("tern is not running: no control socket at {0} (start it with `systemctl start tern`, or pass --socket)")
+    )]
+    #[cfg_attr(
+        not(unix),
+        error("tern is not running: no control pipe at {0} (start the service with `sc start tern` from an elevated prompt, or `tern run` in a console; or pass --socket)")
+    )]
     NotRunning(String),
     /// The socket is root-only (the path holds the socket's name).
     #[cfg_attr(

@@ -136,5 +136,6 @@ pub async fn start_bgp(
         originated = intent.originated.len(),
         "configuration applied"
     );
+    super::status::notify_intent_applied();
     Ok((speaker, events))
 }

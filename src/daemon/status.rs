@@ -1,6 +1,7 @@
 //! What systemd hears from the daemon (sd_notify on Linux, nothing elsewhere): READY=1
 //! once the control socket listens and the main loop runs, a one-line STATUS= (why BGP
-//! does not run yet, or how many peers are up), the watchdog, STOPPING=1.
+//! does not run yet, or how many peers are up), the watchdog, STOPPING=1. And what the
+//! Windows service waits for: the first intent applied.
 
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +39,31 @@ pub fn notify_watchdog() {
 pub fn notify_stopping() {
     #[cfg(target_os = "linux")]
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+}
+
+/// A one-shot hook for "the first intent is applied".
+type IntentHook = Box<dyn FnOnce() + Send>;
+
+/// Who waits for the first intent (the Windows service, to report Running). Global like
+/// sd_notify's socket: there is one daemon per process.
+static ON_INTENT_APPLIED: Mutex<Option<IntentHook>> = Mutex::new(None);
+
+/// Registers `hook`, called by the next [`notify_intent_applied`].
+pub fn on_intent_applied(hook: IntentHook) {
+    if let Ok(mut slot) = ON_INTENT_APPLIED.lock() {
+        *slot = Some(hook);
+    }
+}
+
+/// The first intent is applied (BGP runs): calls the registered hook, once.
+pub fn notify_intent_applied() {
+    let hook = ON_INTENT_APPLIED
+        .lock()
+        .ok()
+        .and_then(|mut slot| slot.take());
+    if let Some(hook) = hook {
+        hook();
+    }
 }
 
 /// What `systemctl status tern` shows (sd_notify STATUS=): why BGP does not run yet,
@@ -78,5 +104,28 @@ pub fn update_status(state: &Arc<Mutex<State>>, running: bool, last: &mut String
     if now != *last {
         notify_status(&now);
         *last = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn the_intent_hook_runs_once() {
+        // Nothing registered: nothing happens.
+        notify_intent_applied();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = Arc::clone(&calls);
+        on_intent_applied(Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        notify_intent_applied();
+        notify_intent_applied();
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 }
