@@ -260,6 +260,9 @@ fn fib_table(rows: &[FibRoute]) -> Table {
 
 /// `tern fib`.
 pub fn fib(r: &FibReply) -> String {
+    if r.disabled {
+        return "The FIB is off (fib: { enabled: false } in tern.yaml): tern installs no routes and checks none.\n".into();
+    }
     let mut out = format!(
         "{} installed, {} missing, {} unexpected, {} refused by the kernel\n",
         r.installed.len(),

@@ -3,6 +3,12 @@
 //! the memory backend. Routes reach it straight from the speaker through
 //! [`super::routes::RibFilter`]; the daemon sends it its own blackholes and asks it
 //! for `tern fib`, `tern diagnose` and `tern routes` through [`FibMsg`].
+//!
+//! With the FIB off (`fib: { enabled: false }`) the memory backend still takes the
+//! routes (so convergence and readiness work as usual), but [`fib_off`] answers the
+//! questions about the kernel itself: the FIB is off, nothing is installed, nothing
+//! was refused and there is nothing to diagnose. The memory backend knows no
+//! interfaces, so its own answers would be made-up refusals and layer-2 findings.
 
 use std::sync::Arc;
 
@@ -33,10 +39,10 @@ pub fn start_fib(
     routes: mpsc::Receiver<RibNews>,
     filter: RibFilter,
 ) -> Result<FibHandle, String> {
-    let (commands, crx) = mpsc::channel(64);
+    let (commands, mut crx) = mpsc::channel(64);
     let news = Arc::new(KernelNews::default());
     let (gtx, grace) = watch::channel(true);
-    let inputs = Inputs {
+    let mut inputs = Inputs {
         commands: crx,
         routes,
         filter,
@@ -49,6 +55,9 @@ pub fn start_fib(
         grace,
     };
     if !cfg.fib.enabled {
+        let (inner, inner_rx) = mpsc::channel(64);
+        crx = std::mem::replace(&mut inputs.commands, inner_rx);
+        tokio::spawn(fib_off(crx, inner));
         spawn(tern_fib::memory::MemoryFib::default(), inputs);
         return Ok(handle);
     }
@@ -80,6 +89,32 @@ pub fn start_fib(
     Ok(handle)
 }
 
+/// With the FIB off: answers `tern fib`, `tern diagnose` and `tern routes`' installed
+/// flags itself and passes the rest (routes, `Adopted`) on to the memory task.
+async fn fib_off(mut commands: mpsc::Receiver<FibMsg>, inner: mpsc::Sender<FibMsg>) {
+    while let Some(m) = commands.recv().await {
+        match m {
+            FibMsg::Report(reply) => {
+                let _ = reply.send(tern_fib::task::FibReply {
+                    disabled: true,
+                    ..Default::default()
+                });
+            }
+            FibMsg::Diagnose(_, reply) => {
+                let _ = reply.send(Vec::new());
+            }
+            FibMsg::Installed(reply) => {
+                let _ = reply.send(Vec::new());
+            }
+            other => {
+                if inner.send(other).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 fn spawn<B: Backend>(backend: B, inputs: Inputs<RibFilter>) {
     tokio::spawn(tern_fib::task::run(backend, inputs));
 }
@@ -103,5 +138,39 @@ fn watch_windows(news: Arc<KernelNews>) {
         Err(e) => tracing::warn!(
             "cannot watch the route table ({e}); routes removed by others come back only at restart"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::oneshot;
+
+    /// With the FIB off, the kernel questions get "off" and nothing, not the memory
+    /// backend's made-up refusals; routes still reach the memory task.
+    #[tokio::test]
+    async fn the_fib_off_answers_for_itself() {
+        let (tx, rx) = mpsc::channel(8);
+        let (inner, mut inner_rx) = mpsc::channel(8);
+        tokio::spawn(fib_off(rx, inner));
+        let (rtx, rrx) = oneshot::channel();
+        tx.send(FibMsg::Report(rtx)).await.unwrap();
+        let report = rrx.await.unwrap();
+        assert!(report.disabled);
+        assert!(report.failures.is_empty() && report.missing.is_empty());
+        let (dtx, drx) = oneshot::channel();
+        let peer = tern_fib::diag::PeerFacts {
+            address: "198.51.100.1".parse().unwrap(),
+            name: "global peer tor".into(),
+            network: None,
+            multihop: false,
+        };
+        tx.send(FibMsg::Diagnose(vec![peer], dtx)).await.unwrap();
+        assert!(drx.await.unwrap().is_empty());
+        let (itx, irx) = oneshot::channel();
+        tx.send(FibMsg::Installed(itx)).await.unwrap();
+        assert!(irx.await.unwrap().is_empty());
+        tx.send(FibMsg::Reshape).await.unwrap();
+        assert!(matches!(inner_rx.recv().await, Some(FibMsg::Reshape)));
     }
 }

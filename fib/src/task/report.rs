@@ -66,6 +66,10 @@ pub struct FibReply {
     /// Seconds the last batch of kernel changes took.
     #[serde(default)]
     pub last_apply_seconds: f64,
+    /// The FIB is off (`fib: { enabled: false }`): tern installs no routes, and the
+    /// lists above are empty rather than describing a kernel tern does not use.
+    #[serde(default)]
+    pub disabled: bool,
 }
 
 impl<B: Backend> Task<B> {

@@ -291,6 +291,17 @@ fn fib_in_sync_says_so() {
 }
 
 #[test]
+fn fib_off_says_so_and_counts_nothing() {
+    let off = FibReply {
+        disabled: true,
+        ..FibReply::default()
+    };
+    let got = fib(&off);
+    assert!(got.starts_with("The FIB is off"), "{got}");
+    assert!(!got.contains("refused"), "{got}");
+}
+
+#[test]
 fn fib_differences_are_listed_with_the_kernels_reason() {
     let bad = FibReply {
         installed: vec![FibRoute::default(); 2],
