@@ -14,6 +14,7 @@
 
 pub mod kdd;
 pub mod kube;
+pub mod migrate;
 pub mod peerconf;
 pub mod plan;
 pub mod probe;

@@ -280,14 +280,18 @@ pub fn calico_bird_config(spec: &LabSpec, me: &NodePlan) -> String {
         }
         for (sfx, mine, theirs) in pairs {
             let name = theirs.replace(['.', ':'], "_");
-            let passive = if kind == "Mesh" && theirs > mine {
-                " passive on; # Mesh is unidirectional, peer will connect to us."
+            // The comment goes after the brace: inside it would hide the brace.
+            let (passive, why) = if kind == "Mesh" && theirs > mine {
+                (
+                    " passive on;",
+                    " # Mesh is unidirectional, peer will connect to us.",
+                )
             } else {
-                ""
+                ("", "")
             };
             let _ = writeln!(
                 c,
-                "protocol bgp {kind}_{name} from bgp_template{sfx} {{ neighbor {theirs} as {CLUSTER_AS};{passive} }}"
+                "protocol bgp {kind}_{name} from bgp_template{sfx} {{ neighbor {theirs} as {CLUSTER_AS};{passive} }}{why}"
             );
         }
     }

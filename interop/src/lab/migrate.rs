@@ -1,0 +1,295 @@
+//! Moving a lab node from Calico-style BIRD to tern and back, as
+//! `docs/migrating-from-bird.md` moves a cluster node, and watching what the rest of
+//! the lab sees meanwhile: whether the other nodes' kernels keep the node's block
+//! ([`RouteWatch`]) and how many pings across the node are lost ([`PingRun`]).
+//!
+//! BIRD is stopped with SIGKILL because that is how it ends when its calico-node pod
+//! goes: the container's PID 1 is runit's `runsvdir`, which exits at once on SIGTERM
+//! without stopping its services, and the kernel then kills the rest of the container's
+//! PID namespace. So BIRD sends no NOTIFICATION, and its peers keep its routes by
+//! graceful restart. tern is stopped with SIGTERM, as kubelet stops its pod.
+
+use std::io::Read as _;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{peerconf, Lab, NodeKind};
+use crate::peers::{Kind, Peer};
+use crate::{Error, Result};
+
+impl Lab {
+    /// Kills node `index`'s BIRD (SIGKILL, as a calico-node pod's end kills it). Its
+    /// kernel routes stay (Calico's `persist`); its peers keep its routes for its
+    /// graceful-restart time.
+    pub fn kill_bird_node(&mut self, index: usize) -> Result<()> {
+        let mut bird = self
+            .bird_nodes
+            .remove(&index)
+            .ok_or_else(|| Error::Lab(format!("node {index} runs no BIRD")))?;
+        bird.kill();
+        Ok(())
+    }
+
+    /// Starts tern on node `index`, whose BIRD is gone: from now on it is a tern node
+    /// (convergence checks expect tern's sessions and its blackholes).
+    pub fn start_tern_in_place_of_bird(&mut self, index: usize) -> Result<()> {
+        if self.bird_nodes.contains_key(&index) {
+            return Err(Error::Lab(format!(
+                "node {index} still runs BIRD: stop it first (both listen on port 179)"
+            )));
+        }
+        let n = self
+            .nodes
+            .get_mut(index.wrapping_sub(1))
+            .ok_or_else(|| Error::Lab(format!("no node {index}")))?;
+        n.kind = NodeKind::Tern;
+        self.start_tern(index)
+    }
+
+    /// Stops node `index`'s tern as kubelet stops its pod: SIGTERM, up to `grace` to
+    /// exit, then SIGKILL. Its kernel routes stay.
+    pub fn stop_tern(&mut self, index: usize, grace: Duration) {
+        if let Some(slot) = self.terns.get_mut(index.wrapping_sub(1)) {
+            if let Some(mut d) = slot.take() {
+                d.stop(grace);
+            }
+        }
+    }
+
+    /// Starts BIRD with Calico's configuration on node `index` again, once its tern is
+    /// stopped: from now on it is a Calico-style BIRD node.
+    pub fn start_bird_in_place_of_tern(&mut self, index: usize) -> Result<()> {
+        let i = index.wrapping_sub(1);
+        if self.terns.get(i).is_some_and(Option::is_some) {
+            return Err(Error::Lab(format!(
+                "node {index} still runs tern: stop it first (both listen on port 179)"
+            )));
+        }
+        let n = self
+            .nodes
+            .get_mut(i)
+            .ok_or_else(|| Error::Lab(format!("no node {index}")))?;
+        n.kind = NodeKind::CalicoBird;
+        let n = n.clone();
+        let conf = peerconf::calico_bird_config(&self.spec, &n);
+        let bird = Peer::start(Kind::Bird, self.ns(&n.ns)?, &n.dir, &conf)?;
+        self.bird_nodes.insert(index, bird);
+        Ok(())
+    }
+}
+
+/// What one node's kernel did while a [`RouteWatch`] ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteGaps {
+    /// The node's namespace.
+    pub ns: String,
+    /// Samples taken.
+    pub samples: usize,
+    /// Samples without the route.
+    pub missing: usize,
+    /// Total time without the route (from the first sample without it to the next one
+    /// with it, summed).
+    pub without: Duration,
+}
+
+/// Samples, every 100 ms, whether each of some namespaces routes `prefix` via
+/// `gateway`, until [`RouteWatch::finish`].
+#[derive(Debug)]
+pub struct RouteWatch {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Vec<RouteGaps>>>,
+}
+
+/// Whether `ns`'s main table routes exactly `prefix` via `gateway`.
+fn routes_via(ns: &str, prefix: &str, gateway: &str) -> bool {
+    let out = Command::new("ip")
+        .args(["-n", ns, "route", "show", "exact", prefix])
+        .stderr(Stdio::null())
+        .output();
+    match out {
+        Ok(o) => String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .any(|w| w == ["via", gateway]),
+        Err(_) => false,
+    }
+}
+
+impl RouteWatch {
+    /// Starts watching `namespaces` for `prefix` via `gateway`.
+    pub fn start(namespaces: &[String], prefix: &str, gateway: &str) -> RouteWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, prefix, gateway) = (stop.clone(), prefix.to_string(), gateway.to_string());
+        let mut gaps: Vec<RouteGaps> = namespaces
+            .iter()
+            .map(|ns| RouteGaps {
+                ns: ns.clone(),
+                samples: 0,
+                missing: 0,
+                without: Duration::ZERO,
+            })
+            .collect();
+        let thread = std::thread::spawn(move || {
+            let mut since: Vec<Option<Instant>> = vec![None; gaps.len()];
+            while !flag.load(Ordering::Relaxed) {
+                for (g, gone) in gaps.iter_mut().zip(since.iter_mut()) {
+                    g.samples += 1;
+                    let now = Instant::now();
+                    if routes_via(&g.ns, &prefix, &gateway) {
+                        if let Some(t) = gone.take() {
+                            g.without += now - t;
+                        }
+                    } else {
+                        g.missing += 1;
+                        gone.get_or_insert(now);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            // A gap still open at the end counts up to now.
+            for (g, gone) in gaps.iter_mut().zip(since) {
+                if let Some(t) = gone {
+                    g.without += t.elapsed();
+                }
+            }
+            gaps
+        });
+        RouteWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops watching; what each namespace saw.
+    pub fn finish(mut self) -> Vec<RouteGaps> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for RouteWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Pings sent and answered by a [`PingRun`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingCount {
+    /// Echo requests sent.
+    pub sent: u64,
+    /// Echo replies received.
+    pub answered: u64,
+}
+
+impl PingCount {
+    /// Requests without a reply.
+    pub fn lost(&self) -> u64 {
+        self.sent.saturating_sub(self.answered)
+    }
+}
+
+/// `ping` from a pod's namespace every 100 ms, running until [`PingRun::finish`].
+#[derive(Debug)]
+pub struct PingRun {
+    child: Option<Child>,
+    what: String,
+}
+
+impl PingRun {
+    /// Starts pinging `to` from namespace `from_ns`.
+    pub fn start(from_ns: &str, to: &str) -> Result<PingRun> {
+        let what = format!("ip netns exec {from_ns} ping -n -i 0.1 -W 1 {to}");
+        // `ip netns exec` execs ping: the child's PID is ping's, which SIGINT ends with
+        // its summary line.
+        let child = Command::new("ip")
+            .args([
+                "netns", "exec", from_ns, "ping", "-n", "-i", "0.1", "-W", "1", to,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|source| Error::Spawn {
+                command: what.clone(),
+                source,
+            })?;
+        Ok(PingRun {
+            child: Some(child),
+            what,
+        })
+    }
+
+    /// Stops ping (SIGINT) and reads its summary.
+    pub fn finish(mut self) -> Result<PingCount> {
+        let mut child = self
+            .child
+            .take()
+            .ok_or_else(|| Error::Lab(format!("{}: already finished", self.what)))?;
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGINT,
+            );
+        }
+        let mut out = String::new();
+        if let Some(mut s) = child.stdout.take() {
+            let _ = s.read_to_string(&mut out);
+        }
+        let _ = child.wait();
+        parse_ping_summary(&out)
+            .ok_or_else(|| Error::Lab(format!("{}: no summary in its output: {out}", self.what)))
+    }
+}
+
+impl Drop for PingRun {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `N packets transmitted, M received, ...` (iputils ping's summary).
+pub fn parse_ping_summary(out: &str) -> Option<PingCount> {
+    let line = out.lines().find(|l| l.contains("packets transmitted"))?;
+    let mut numbers = line
+        .split(',')
+        .filter_map(|part| part.split_whitespace().next()?.parse::<u64>().ok());
+    Some(PingCount {
+        sent: numbers.next()?,
+        answered: numbers.next()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_summaries_are_read() {
+        let out = "PING 198.18.4.1 (198.18.4.1) 56(84) bytes of data.\n\n--- 198.18.4.1 ping statistics ---\n\
+                   120 packets transmitted, 117 received, +3 errors, 2.5% packet loss, time 12000ms\n";
+        let c = parse_ping_summary(out);
+        assert_eq!(
+            c,
+            Some(PingCount {
+                sent: 120,
+                answered: 117
+            })
+        );
+        assert_eq!(c.map(|c| c.lost()), Some(3));
+        assert_eq!(
+            parse_ping_summary("ping: connect: Network is unreachable"),
+            None
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The walk-through of docs/migrating-from-bird.md, in the lab: a mesh of one tern node
+//! and three nodes running BIRD the way Calico's confd configures it, pods pinging
+//! across all the while. Node 4 moves to tern (its BIRD killed as a calico-node pod's end
+//! kills it, then tern started with the node's Calico configuration) and back (tern
+//! stopped with SIGTERM as kubelet stops it, then BIRD started again). For each switch
+//! it measures how long the other nodes' kernels were without node 4's block and how
+//! many pings to node 4's pod went unanswered, and prints what `tern status`, `tern
+//! peers`, `tern diagnose` and `birdc show protocols` said. The figures are in the guide.
+//!
+//! Skips without root, BIRD or ping; fails under CI=true.
+// Setup and probes unwrap: a lab that cannot be built or read is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(target_os = "linux")]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tern_interop::lab::migrate::{PingCount, PingRun, RouteGaps, RouteWatch};
+use tern_interop::lab::{probe, Lab, LabSpec, NodePlan};
+use tern_interop::peers::{cli_at, wait_for, Kind};
+
+#[path = "support/lab.rs"]
+mod lab_support;
+
+use lab_support::{available, converged, fail, record};
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+/// The node that moves (the last; nodes 2 to 4 start as BIRD nodes).
+const MOVED: usize = 4;
+/// Time to watch after a switch has converged: the end of graceful restart (End-of-RIB,
+/// stale routes swept) falls inside it.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Pings to the moved node's pod: from the tern node's pod and from a BIRD node's pod.
+fn start_pings(lab: &Lab) -> Vec<(String, PingRun)> {
+    let to = &lab.node(MOVED).unwrap().pods[0];
+    [1, 2]
+        .iter()
+        .map(|&i| {
+            let from = &lab.node(i).unwrap().pods[0];
+            let what = format!("{} -> {}", from.ns, to.v4);
+            (what, PingRun::start(&from.ns, &to.v4).unwrap())
+        })
+        .collect()
+}
+
+fn finish_pings(pings: Vec<(String, PingRun)>) -> Vec<(String, PingCount)> {
+    pings
+        .into_iter()
+        .map(|(what, p)| (what, p.finish().unwrap()))
+        .collect()
+}
+
+/// `birdc show protocols` on BIRD node `index`, the mesh sessions only.
+fn bird_mesh(lab: &Lab, index: usize) -> String {
+    let dir = &lab.node(index).unwrap().dir;
+    let out = cli_at(Kind::Bird, dir, &["show", "protocols"]).unwrap_or_else(|e| e.to_string());
+    out.lines()
+        .filter(|l| l.starts_with("Mesh_") || l.starts_with("Name"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether BIRD node `index` has its mesh session with the moved node Established.
+fn bird_sees_moved_node(lab: &Lab, index: usize, moved: &NodePlan) -> bool {
+    let name = format!("Mesh_{}", moved.v4.replace('.', "_"));
+    bird_mesh(lab, index)
+        .lines()
+        .any(|l| l.starts_with(&name) && l.contains("Established"))
+}
+
+/// Waits for the lab to converge after a switch and for BIRD nodes 2 and 3 to have
+/// their session with the moved node back; returns the time since `t0`.
+fn wait_switched(test: &str, lab: &Lab, t0: Instant) -> Duration {
+    let moved = lab.node(MOVED).unwrap().clone();
+    if let Err(e) = lab.wait_converged(Duration::from_secs(90)) {
+        fail(lab, &format!("{test}: {e}"));
+    }
+    let ok = wait_for(
+        "BIRD's sessions with the moved node",
+        Duration::from_secs(60),
+        || [2, 3].iter().all(|&i| bird_sees_moved_node(lab, i, &moved)),
+    );
+    if let Err(e) = ok {
+        fail(lab, &format!("{test}: {e}:\n{}", bird_mesh(lab, 2)));
+    }
+    t0.elapsed()
+}
+
+/// Prints and records what a switch cost; returns the longest time a node was without
+/// the moved node's block and the pings lost.
+fn report(test: &str, step: &str, gaps: &[RouteGaps], pings: &[(String, PingCount)]) -> (f64, u64) {
+    let mut worst = 0.0_f64;
+    for g in gaps {
+        worst = worst.max(g.without.as_secs_f64());
+        record(&format!(
+            "{test}: {step}: {} without the moved node's block for {:.1} s ({} of {} samples)",
+            g.ns,
+            g.without.as_secs_f64(),
+            g.missing,
+            g.samples
+        ));
+    }
+    let mut lost = 0;
+    for (what, c) in pings {
+        lost += c.lost();
+        record(&format!(
+            "{test}: {step}: ping {what}: {} sent, {} answered, {} lost",
+            c.sent,
+            c.answered,
+            c.lost()
+        ));
+    }
+    (worst, lost)
+}
+
+#[test]
+fn one_bird_node_moves_to_tern_and_back() {
+    let test = "migration_walkthrough";
+    if !available(test, &["bird", "birdc", "ping"]) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = LabSpec::new("lmg-", tmp.path(), Path::new(TERN), 4);
+    spec.bird_nodes = 3;
+    let mut lab = Lab::up(spec).unwrap_or_else(|e| panic!("{test}: {e}"));
+    converged(test, &lab, "1 tern + 3 Calico-style BIRD nodes");
+    let moved = lab.node(MOVED).unwrap().clone();
+    let others: Vec<String> = (1..MOVED)
+        .map(|i| lab.node(i).unwrap().ns.clone())
+        .collect();
+    eprintln!("== before: node-2's BIRD ==\n{}", bird_mesh(&lab, 2));
+
+    // BIRD -> tern.
+    let watch = RouteWatch::start(&others, &moved.block_v4, &moved.v4);
+    let pings = start_pings(&lab);
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = Instant::now();
+    lab.kill_bird_node(MOVED).unwrap();
+    lab.start_tern_in_place_of_bird(MOVED).unwrap();
+    let ok = wait_for("tern's sessions", Duration::from_secs(60), || {
+        probe::sessions_down(Path::new(TERN), &moved.socket()).is_none()
+    });
+    if let Err(e) = ok {
+        fail(&lab, &format!("{test}: {e}"));
+    }
+    let established = t0.elapsed();
+    let switched = wait_switched(test, &lab, t0);
+    std::thread::sleep(SETTLE);
+    let (gaps, pings) = (watch.finish(), finish_pings(pings));
+    record(&format!(
+        "{test}: BIRD -> tern: every session Established {:.1} s after BIRD was killed, lab converged after {:.1} s",
+        established.as_secs_f64(),
+        switched.as_secs_f64()
+    ));
+    let (without, lost) = report(test, "BIRD -> tern", &gaps, &pings);
+    for args in [
+        &["status"][..],
+        &["peers"],
+        &["diagnose"],
+        &["health", "--ready"],
+    ] {
+        let (code, out) = lab.tern_cli(MOVED, args);
+        eprintln!("== node-4: tern {} (exit {code}) ==\n{out}", args.join(" "));
+    }
+    eprintln!("== node-2's BIRD ==\n{}", bird_mesh(&lab, 2));
+    let (code, _) = lab.tern_cli(MOVED, &["diagnose"]);
+    assert_eq!(code, 0, "tern diagnose found an error on the moved node");
+    // Graceful restart: the peers kept the block while the node's speaker changed.
+    assert!(
+        gaps.iter().all(|g| g.samples > 10 && g.missing == 0),
+        "a node lost the moved node's block during BIRD -> tern: {gaps:?}"
+    );
+    assert!(pings.iter().all(|(_, c)| c.sent > 10), "{pings:?}");
+    assert_eq!(
+        lost, 0,
+        "pings lost during BIRD -> tern: {pings:?} ({without:.1} s without the block)"
+    );
+
+    // tern -> BIRD (the rollback).
+    let watch = RouteWatch::start(&others, &moved.block_v4, &moved.v4);
+    let pings = start_pings(&lab);
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = Instant::now();
+    lab.stop_tern(MOVED, Duration::from_secs(15));
+    let stopped = t0.elapsed();
+    lab.start_bird_in_place_of_tern(MOVED).unwrap();
+    let switched = wait_switched(test, &lab, t0);
+    std::thread::sleep(SETTLE);
+    let (gaps, pings) = (watch.finish(), finish_pings(pings));
+    record(&format!(
+        "{test}: tern -> BIRD: tern stopped in {:.1} s, lab converged {:.1} s after the SIGTERM",
+        stopped.as_secs_f64(),
+        switched.as_secs_f64()
+    ));
+    let (without, lost) = report(test, "tern -> BIRD", &gaps, &pings);
+    eprintln!(
+        "== after rollback: node-2's BIRD ==\n{}",
+        bird_mesh(&lab, 2)
+    );
+    // Back where it started: every FIB complete, every pod reachable.
+    let m = lab.ping_matrix().unwrap();
+    if !m.failures().is_empty() {
+        fail(
+            &lab,
+            &format!("{test}: after the rollback:\n{}", m.render()),
+        );
+    }
+    eprintln!("rollback: {without:.1} s without the block at worst, {lost} pings lost");
+}
