@@ -412,7 +412,8 @@ fn details(out: &mut Out, r: &Row) {
             out.more(1006, &format!("    Source address:   {s}"));
         }
     }
-    if let Some(e) = &p.last_error {
+    // As BIRD, an Established session's earlier error is not shown any more.
+    if let Some(e) = p.last_error.as_ref().filter(|_| !p.up) {
         out.more(1006, &format!("    Last error:       {e}"));
     }
     out.more(1006, "");

@@ -447,3 +447,33 @@ mod socket {
         assert_eq!(read_reply(&mut r).await, ["0001 BIRD 1.6.8 ready."]);
     }
 }
+
+#[test]
+fn details_show_the_last_error_only_while_down() {
+    let mut p = peer("198.51.100.1", PeerKind::Global, false, "Connect");
+    p.last_error = Some("connection refused".into());
+    let down = answer(
+        "show protocols all",
+        &view(vec![p.clone()], false),
+        Family::V4,
+        at(9),
+    );
+    assert!(
+        down.contains("\n     Last error:       connection refused\n"),
+        "{down}"
+    );
+    assert!(down.contains("\n   BGP state:          Connect\n"), "{down}");
+    assert!(!down.contains("Session:"), "{down}");
+    p.up = true;
+    p.state = "Established".into();
+    let up = answer(
+        "show protocols all",
+        &view(vec![p], false),
+        Family::V4,
+        at(9),
+    );
+    assert!(
+        !up.contains("Last error") && up.contains("Session:"),
+        "{up}"
+    );
+}
