@@ -462,7 +462,10 @@ fn details_show_the_last_error_only_while_down() {
         down.contains("\n     Last error:       connection refused\n"),
         "{down}"
     );
-    assert!(down.contains("\n   BGP state:          Connect\n"), "{down}");
+    assert!(
+        down.contains("\n   BGP state:          Connect\n"),
+        "{down}"
+    );
     assert!(!down.contains("Session:"), "{down}");
     p.up = true;
     p.state = "Established".into();
