@@ -1,8 +1,9 @@
 //! The walk-through of docs/migrating-from-bird.md, in the lab: a mesh of one tern node
 //! and three nodes running BIRD the way Calico's confd configures it, pods pinging
 //! across all the while. Node 4 moves to tern (its BIRD killed as a calico-node pod's end
-//! kills it, then tern started with the node's Calico configuration) and back (tern
-//! stopped with SIGTERM as kubelet stops it, then BIRD started again). For each switch
+//! kills it, then tern started with the node's Calico configuration), restarted (as a
+//! DaemonSet update restarts tern) and moved back (tern stopped with SIGTERM as kubelet
+//! stops it, then BIRD started again). For each switch
 //! it measures how long the other nodes' kernels were without node 4's block and how
 //! many pings to node 4's pod went unanswered, and prints what `tern status`, `tern
 //! peers`, `tern diagnose` and `birdc show protocols` said. The figures are in the guide.
@@ -176,6 +177,22 @@ fn one_bird_node_moves_to_tern_and_back() {
         lost, 0,
         "pings lost during BIRD -> tern: {pings:?} ({without:.1} s without the block)"
     );
+
+    // tern restarts, as a DaemonSet update restarts its pod: SIGTERM, then a new tern.
+    let watch = RouteWatch::start(&others, &moved.block_v4, &moved.v4);
+    let pings = start_pings(&lab);
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = Instant::now();
+    lab.stop_tern(MOVED, Duration::from_secs(15));
+    lab.start_tern(MOVED).unwrap();
+    let switched = wait_switched(test, &lab, t0);
+    std::thread::sleep(SETTLE);
+    let (gaps, pings) = (watch.finish(), finish_pings(pings));
+    record(&format!(
+        "{test}: tern -> tern: lab converged {:.1} s after the SIGTERM",
+        switched.as_secs_f64()
+    ));
+    let _ = report(test, "tern -> tern", &gaps, &pings);
 
     // tern -> BIRD (the rollback).
     let watch = RouteWatch::start(&others, &moved.block_v4, &moved.v4);
