@@ -262,8 +262,9 @@ spec: {cidr: 198.18.0.0/16, blockSize: 26}
     const BIRD_CONF: &str = r#"log stderr all;
 router id 198.51.100.1;
 protocol device { }
+protocol static { ipv4; route 198.18.100.0/24 blackhole; }
 template bgp tern { local as 65001; hold time 9; keepalive time 3; connect retry time 1; error wait time 1,4; }
-protocol bgp a4 from tern { neighbor 198.51.100.10 as 64512; ipv4 { import all; export none; }; }
+protocol bgp a4 from tern { neighbor 198.51.100.10 as 64512; ipv4 { import all; export where source = RTS_STATIC; }; }
 protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import all; export none; }; }
 "#;
 
@@ -333,6 +334,21 @@ protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import al
 
     fn start_tern(ns: &Netns, dir: &Path) -> Lab {
         std::fs::write(dir.join("cluster.yaml"), CLUSTER).unwrap();
+        write_tern_yaml(dir);
+        Lab {
+            dir: dir.to_path_buf(),
+            tern: spawn_tern(ns, dir),
+        }
+    }
+
+    fn spawn_tern(ns: &Netns, dir: &Path) -> Daemon {
+        let mut c = ns.command(TERN);
+        c.args(["run", "--config"]).arg(dir.join("tern.yaml"));
+        c.env("RUST_LOG", "info");
+        Daemon::spawn(ns.name(), c, &dir.join("tern.log")).unwrap()
+    }
+
+    fn write_tern_yaml(dir: &Path) {
         std::fs::write(
             dir.join("tern.yaml"),
             format!(
@@ -341,14 +357,6 @@ protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import al
             ),
         )
         .unwrap();
-        let mut c = ns.command(TERN);
-        c.args(["run", "--config"]).arg(dir.join("tern.yaml"));
-        c.env("RUST_LOG", "info");
-        let tern = Daemon::spawn(ns.name(), c, &dir.join("tern.log")).unwrap();
-        Lab {
-            dir: dir.to_path_buf(),
-            tern,
-        }
     }
 
     #[test]
@@ -378,6 +386,27 @@ protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import al
             ns.add_addr("eth0", v6).unwrap();
         }
         let mut lab = start_tern(&a, tmp.path());
+        before_the_peer(&lab);
+        let tor_dir = tmp.path().join("tor");
+        let bird = Peer::start(Kind::Bird, &tor, &tor_dir, BIRD_CONF).unwrap();
+        peer_up(&lab, &bird);
+        let mut bird = restart_in_grace(&mut lab, &a, bird, &tor, &tor_dir);
+
+        // The peer goes away: not ready again.
+        bird.stop();
+        wait_for("calico-node's probe to fail", Duration::from_secs(30), || {
+            matches!(probe(&lab.v4(), false), Err(e) if e == "BGP not established with 198.51.100.1")
+        })
+        .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", probe(&lab.v4(), false), lab.log()));
+
+        // tern stops: the socket files go with it.
+        lab.tern.stop(Duration::from_secs(10));
+        assert!(!lab.v4().exists() && !lab.v6().exists(), "{}", lab.log());
+    }
+
+    /// tern runs, its peer does not: the session is listed, not Established, not
+    /// ready; the sockets refuse changes.
+    fn before_the_peer(lab: &Lab) {
         let (v4, v6) = (lab.v4(), lab.v6());
         wait_for(
             "tern's BIRD sockets",
@@ -385,8 +414,6 @@ protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import al
             || matches!(probe(&v4, false), Err(e) if e.starts_with("BGP not established")),
         )
         .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", probe(&v4, false), lab.log()));
-
-        // Before the peer runs: the session is listed, not Established, not ready.
         let table = birdc(&v4, &["show", "protocols"]);
         assert!(table.starts_with("BIRD 1.6.8 ready.\n"), "{table}");
         assert!(
@@ -404,8 +431,6 @@ protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import al
                 && status.contains("Daemon is up and running"),
             "{status}"
         );
-
-        // Read-only.
         for cmd in [
             &["configure"][..],
             &["disable", "Global_198_51_100_1"],
@@ -414,10 +439,11 @@ protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import al
             let out = birdc(&v4, cmd);
             assert!(out.contains("Access denied"), "{cmd:?}: {out}");
         }
+    }
 
-        // The peer comes up: ready on both sockets.
-        let tor_dir = tmp.path().join("tor");
-        let mut bird = Peer::start(Kind::Bird, &tor, &tor_dir, BIRD_CONF).unwrap();
+    /// The peer comes up: ready on both sockets, as tern's own status says.
+    fn peer_up(lab: &Lab, bird: &Peer) {
+        let (v4, v6) = (lab.v4(), lab.v6());
         wait_for(
             "calico-node's probe to pass",
             Duration::from_secs(60),
@@ -444,10 +470,9 @@ protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import al
         );
         let peers6 = probe(&v6, true).unwrap();
         assert_eq!(peers6[0].peer_ip, "2001:db8:100::1", "{peers6:?}");
-        // tern's own status agrees.
         let out = Command::new(TERN)
             .args(["status", "--socket"])
-            .arg(tmp.path().join("tern.sock"))
+            .arg(lab.dir.join("tern.sock"))
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
@@ -464,18 +489,51 @@ protocol bgp a6 from tern { neighbor 2001:db8:100::10 as 64512; ipv6 { import al
                 && !v6_table.contains("198_51_100"),
             "{v6_table}"
         );
+    }
 
-        // The peer goes away: not ready again.
-        bird.stop();
+    /// tern is killed with the peer's route in the kernel and starts again (over its
+    /// stale socket files) while the peer is down: its restart grace runs, `show
+    /// status` says so, and the probe passes only once the peer is back and the grace
+    /// is over.
+    fn restart_in_grace(
+        lab: &mut Lab,
+        a: &Netns,
+        mut bird: Peer,
+        tor: &Netns,
+        tor_dir: &Path,
+    ) -> Peer {
+        let kernel = || {
+            let o = a.ip(&["route", "show", "proto", "201"]).unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
         wait_for(
-            "calico-node's probe to fail",
+            "the peer's route in the kernel",
             Duration::from_secs(30),
-            || matches!(probe(&v4, false), Err(e) if e == "BGP not established with 198.51.100.1"),
+            || kernel().contains("198.18.100.0/24 via 198.51.100.1"),
         )
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", kernel(), lab.log()));
+        lab.tern.kill();
+        bird.stop();
+        assert!(lab.v4().exists(), "a killed tern leaves its socket file");
+        lab.tern = spawn_tern(a, &lab.dir);
+        let v4 = lab.v4();
+        let gr = || ask(&v4, "show status").and_then(|r| gr_in_progress(r.as_slice()));
+        wait_for(
+            "graceful restart in show status",
+            Duration::from_secs(20),
+            || gr() == Ok(true),
+        )
+        .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", gr(), lab.log()));
+        assert!(
+            probe(&v4, false).is_err(),
+            "ready while the peer is down and tern restarts"
+        );
+        let bird = Peer::start(Kind::Bird, tor, tor_dir, BIRD_CONF).unwrap();
+        wait_for("ready after the restart", Duration::from_secs(60), || {
+            probe(&v4, false).is_ok()
+        })
         .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", probe(&v4, false), lab.log()));
-
-        // tern stops: the socket files go with it.
-        lab.tern.stop(Duration::from_secs(10));
-        assert!(!v4.exists() && !v6.exists(), "{}", lab.log());
+        assert_eq!(gr(), Ok(false));
+        bird
     }
 }
