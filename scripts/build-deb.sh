@@ -65,7 +65,10 @@ install -D -m 0644 packaging/tern.yaml "$root/etc/tern/tern.yaml"
 
 # Man pages: tern(8) and tern-COMMAND(8), compressed as Debian policy asks.
 install -d "$root/usr/share/man/man8"
-"$binary" man --dir "$root/usr/share/man/man8" >/dev/null
+"$binary" man --dir "$root/usr/share/man/man8" >/dev/null || {
+  echo "scripts/build-deb.sh: $binary man --dir failed: is it a tern with the man and completions commands?" >&2
+  exit 1
+}
 gzip -9n "$root"/usr/share/man/man8/*.8
 chmod 0644 "$root"/usr/share/man/man8/*
 

@@ -4,8 +4,9 @@
 //! the unit is neither enabled nor started, `systemd-analyze verify` finds nothing to
 //! say about it, the shipped tern.yaml passes `tern check-config` once the step its
 //! header names is done, the man page and completions are there and work, the unit
-//! starts tern with its open-file limit raised, a broken tern.yaml fails the unit
-//! without restarts (exit status 2), and `dpkg -r` then `dpkg -P` leave nothing.
+//! starts tern with its open-file limit raised, an upgrade restarts it, a broken
+//! tern.yaml fails the unit without restarts (exit status 2), and `dpkg -r` then
+//! `dpkg -P` leave nothing.
 //! Skips (fails under CI=true) without root, dpkg-deb, systemd-nspawn or mmdebstrap.
 
 #![cfg(target_os = "linux")]
@@ -211,7 +212,18 @@ fn the_debian_package_installs_checks_out_and_purges_clean() {
         "{limits}"
     );
 
-    // 6. A broken tern.yaml: exit status 2 and no restart loop.
+    // 6. An upgrade (the same package again) restarts the running tern on the new
+    //    binary: try-restart, which would start nothing that was stopped.
+    let pid = c.prop("MainPID");
+    ok(&["dpkg", "-i", "/root/tern.deb"]);
+    wait_for(
+        "tern restarted by the upgrade",
+        Duration::from_secs(30),
+        || c.prop("ActiveState") == "active" && c.prop("MainPID") != pid,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", c.diagnose()));
+
+    // 7. A broken tern.yaml: exit status 2 and no restart loop.
     let pid = c.prop("MainPID");
     write(&root, CONFFILE, "nodee: node-a\n");
     let _ = c.run(&["systemctl", "restart", "tern.service"]);
@@ -227,7 +239,7 @@ fn the_debian_package_installs_checks_out_and_purges_clean() {
     assert_eq!(c.prop("NRestarts"), "0", "{}", c.diagnose());
     assert!(journal().contains("unknown field `nodee`"), "{}", journal());
 
-    // 7. Remove, then purge: the operator's files go first (the test added them).
+    // 8. Remove, then purge: the operator's files go first (the test added them).
     ok(&[
         "rm",
         "-r",
