@@ -175,7 +175,9 @@ fn daemonset_runs_tern_on_labelled_nodes_with_three_capabilities() {
     }
 
     let c = tern_container(ds);
-    assert_eq!(c.image.as_deref(), Some("tern:0.1.0"));
+    // The name scripts/image.sh gives the image, of this version.
+    let image = format!("localhost/tern:{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(c.image.as_deref(), Some(image.as_str()));
     assert_eq!(c.image_pull_policy.as_deref(), Some("Never"));
     let sc = c.security_context.as_ref().unwrap();
     assert_ne!(sc.privileged, Some(true));
