@@ -18,10 +18,11 @@ pub const RESTART_DELAYS: [Duration; 3] = [
 /// A day without a failure resets the failure count, so the next failure is "first".
 pub const FAILURE_RESET_PERIOD: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// How long the service stays StartPending without an applied configuration. The SCM
-/// refuses Stop while a service is StartPending (ERROR_SERVICE_CANNOT_ACCEPT_CTRL) and
-/// services depending on tern wait; a daemon that waits for its datastore is up and
-/// answering, so after this it says Running and `tern status` tells why BGP is off.
+/// How long the service stays StartPending without an applied configuration. While
+/// it is StartPending, services depending on tern wait and the SCM may refuse Stop
+/// (ControlService documents ERROR_SERVICE_CANNOT_ACCEPT_CTRL for a start-pending
+/// service); a daemon that waits for its datastore is up and answering, so after this
+/// it says Running and `tern status` tells why BGP is off.
 pub const START_GRACE: Duration = Duration::from_secs(30);
 
 /// The wait hint sent with each StartPending checkpoint: the SCM expects the next
@@ -65,6 +66,16 @@ pub enum Action {
     Uninstall,
 }
 
+/// ERROR_INVALID_LEVEL: the SCM does not know a ChangeServiceConfig2 setting.
+const INVALID_LEVEL: i32 = 124;
+
+/// Whether a failed optional install setting (restart after an error exit, not only
+/// after a crash) may be skipped with a warning: only when the Service Control Manager
+/// does not know the setting at all (Wine's does not; Windows has it since Vista).
+pub fn setting_unsupported(code: Option<i32>) -> bool {
+    code == Some(INVALID_LEVEL)
+}
+
 /// ERROR_ACCESS_DENIED.
 const ACCESS_DENIED: i32 = 5;
 /// ERROR_SERVICE_DOES_NOT_EXIST.
@@ -104,7 +115,12 @@ pub fn failure_message(action: Action, code: Option<i32>, detail: &str) -> Strin
                 .to_string()
         }
         (Some(SERVICE_DOES_NOT_EXIST), _) => "no service named tern is installed".to_string(),
-        _ => detail.to_string(),
+        // Without the " (os error N)" std adds: the number follows once, below.
+        (Some(c), _) => detail
+            .strip_suffix(&format!(" (os error {c})"))
+            .unwrap_or(detail)
+            .to_string(),
+        (None, _) => detail.to_string(),
     };
     match code {
         Some(c) => format!("tern: cannot {verb} the service: {why} (Windows error {c})"),
@@ -186,8 +202,15 @@ mod tests {
 
     #[test]
     fn other_errors_keep_their_own_text() {
-        let m = failure_message(Action::Install, Some(87), "The parameter is incorrect.");
-        assert!(m.contains("The parameter is incorrect."), "{m}");
+        let m = failure_message(
+            Action::Install,
+            Some(87),
+            "The parameter is incorrect. (os error 87)",
+        );
+        assert_eq!(
+            m,
+            "tern: cannot install the service: The parameter is incorrect. (Windows error 87)"
+        );
         let m = failure_message(
             Action::Uninstall,
             None,
@@ -197,5 +220,13 @@ mod tests {
             m,
             "tern: cannot remove the service: start argument contains a nul byte"
         );
+    }
+
+    #[test]
+    fn only_an_unknown_setting_is_skipped() {
+        assert!(setting_unsupported(Some(124)));
+        for other in [None, Some(5), Some(87), Some(1072)] {
+            assert!(!setting_unsupported(other), "{other:?}");
+        }
     }
 }

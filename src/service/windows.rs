@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -62,12 +62,22 @@ fn failure_actions() -> ServiceFailureActions {
 }
 
 /// Description and restart-on-failure actions of a just created service. An exit with
-/// an error code counts as a failure too, not only a crash.
+/// an error code counts as a failure too, not only a crash (skipped with a warning
+/// where the SCM does not know that setting).
 fn configure(service: &Service) -> windows_service::Result<()> {
     service
         .set_description("Keeps BGP sessions and installs pod routes for this Kubernetes node")?;
     service.update_failure_actions(failure_actions())?;
-    service.set_failure_actions_on_non_crash_failures(true)
+    match service.set_failure_actions_on_non_crash_failures(true) {
+        Err(windows_service::Error::Winapi(e)) if policy::setting_unsupported(e.raw_os_error()) => {
+            eprintln!(
+                "tern: warning: this Service Control Manager cannot restart the service after an \
+                 error exit, only after a crash ({e})"
+            );
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 pub fn install(config: &Path) -> ExitCode {
@@ -168,13 +178,13 @@ fn log_dir() -> PathBuf {
     logging::service_log_dir(std::env::var_os("ProgramData"))
 }
 
-/// A status report. Stop is accepted only while Running (the SCM sends no control to a
-/// pending service anyway).
+/// A status report. Stop is accepted while starting too: the daemon's stop signal is
+/// ready before the daemon runs (where the SCM passes Stop to a start-pending service).
 fn status(state: ServiceState, checkpoint: u32, wait_hint: Duration) -> ServiceStatus {
     ServiceStatus {
         service_type: ServiceType::OWN_PROCESS,
         current_state: state,
-        controls_accepted: if state == ServiceState::Running {
+        controls_accepted: if matches!(state, ServiceState::Running | ServiceState::StartPending) {
             ServiceControlAccept::STOP | ServiceControlAccept::SHUTDOWN
         } else {
             ServiceControlAccept::empty()
@@ -203,6 +213,47 @@ fn stopped(code: ExitCode) -> ServiceStatus {
     }
 }
 
+/// The service's status handle, shared by the start reporter and the control handler:
+/// once Stop arrived, no later StartPending or Running report may hide StopPending.
+#[derive(Default)]
+struct Scm {
+    handle: OnceLock<ServiceStatusHandle>,
+    stopping: Mutex<bool>,
+}
+
+impl Scm {
+    /// Sends `status` unless the service is stopping.
+    fn report(&self, status: ServiceStatus) {
+        let Ok(stopping) = self.stopping.lock() else {
+            return;
+        };
+        if let (false, Some(h)) = (*stopping, self.handle.get()) {
+            let _ = h.set_service_status(status);
+        }
+    }
+
+    /// StopPending, and no start reports from now on.
+    fn stopping(&self) {
+        if let Ok(mut stopping) = self.stopping.lock() {
+            *stopping = true;
+            if let Some(h) = self.handle.get() {
+                let _ = h.set_service_status(status(
+                    ServiceState::StopPending,
+                    1,
+                    Duration::from_secs(10),
+                ));
+            }
+        }
+    }
+
+    /// Stopped, whatever came before.
+    fn stopped(&self, code: ExitCode) {
+        if let Some(h) = self.handle.get() {
+            let _ = h.set_service_status(stopped(code));
+        }
+    }
+}
+
 /// What the start reporter hears from the daemon.
 enum Starting {
     /// The first intent is applied.
@@ -213,7 +264,7 @@ enum Starting {
 
 /// Reports StartPending with an increasing checkpoint every second until the policy
 /// says Running; stops without a word when the daemon ended first.
-fn report_start(handle: ServiceStatusHandle, news: mpsc::Receiver<Starting>) {
+fn report_start(scm: &Scm, news: mpsc::Receiver<Starting>) {
     let started = Instant::now();
     let mut applied = false;
     let mut checkpoint = 1;
@@ -221,19 +272,15 @@ fn report_start(handle: ServiceStatusHandle, news: mpsc::Receiver<Starting>) {
         match policy::start_report(started.elapsed(), applied) {
             StartReport::Pending { wait_hint } => {
                 checkpoint += 1;
-                let _ = handle.set_service_status(status(
-                    ServiceState::StartPending,
-                    checkpoint,
-                    wait_hint,
-                ));
+                scm.report(status(ServiceState::StartPending, checkpoint, wait_hint));
             }
             StartReport::RunningConfigured => {
-                let _ = handle.set_service_status(status(ServiceState::Running, 0, Duration::ZERO));
+                scm.report(status(ServiceState::Running, 0, Duration::ZERO));
                 tracing::info!("service Running: the first configuration is applied");
                 return;
             }
             StartReport::RunningUnconfigured => {
-                let _ = handle.set_service_status(status(ServiceState::Running, 0, Duration::ZERO));
+                scm.report(status(ServiceState::Running, 0, Duration::ZERO));
                 tracing::warn!(
                     "service Running without an applied configuration after {} s, so that Stop \
                      works and dependent services start; `tern status` says what tern waits for",
@@ -252,17 +299,14 @@ fn report_start(handle: ServiceStatusHandle, news: mpsc::Receiver<Starting>) {
 
 fn service_main(_arguments: Vec<OsString>) {
     let stop = Arc::new(Notify::new());
-    // The handle exists only once the handler is registered; Stop reports StopPending.
-    let slot: Arc<OnceLock<ServiceStatusHandle>> = Arc::new(OnceLock::new());
+    let scm = Arc::new(Scm::default());
     let on_control = {
         let stop = Arc::clone(&stop);
-        let slot = Arc::clone(&slot);
+        let scm = Arc::clone(&scm);
         move |event| match event {
             ServiceControl::Stop | ServiceControl::Shutdown => {
-                if let Some(h) = slot.get() {
-                    let pending = status(ServiceState::StopPending, 1, Duration::from_secs(10));
-                    let _ = h.set_service_status(pending);
-                }
+                scm.stopping();
+                // A permit: seen even if the daemon's loop has not started yet.
                 stop.notify_one();
                 ServiceControlHandlerResult::NoError
             }
@@ -273,14 +317,17 @@ fn service_main(_arguments: Vec<OsString>) {
     let Ok(handle) = service_control_handler::register(SERVICE_NAME, on_control) else {
         return;
     };
-    let _ = slot.set(handle);
-    let _ = handle.set_service_status(status(
+    let _ = scm.handle.set(handle);
+    scm.report(status(
         ServiceState::StartPending,
         1,
         policy::START_WAIT_HINT,
     ));
     let (news, heard) = mpsc::channel();
-    let reporter = std::thread::spawn(move || report_start(handle, heard));
+    let reporter = {
+        let scm = Arc::clone(&scm);
+        std::thread::spawn(move || report_start(&scm, heard))
+    };
     let applied = news.clone();
     let config = CONFIG
         .get()
@@ -297,5 +344,5 @@ fn service_main(_arguments: Vec<OsString>) {
     // The reporter must not say Running after Stopped.
     let _ = news.send(Starting::Ended);
     let _ = reporter.join();
-    let _ = handle.set_service_status(stopped(code));
+    scm.stopped(code);
 }
