@@ -11,7 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is the failure
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufRead;
 use std::time::{Duration, SystemTime};
 
 use tern::birdsock::render::{parse, reply};
@@ -223,6 +223,7 @@ fn calicos_readiness_parser_follows_sessions_and_graceful_restart() {
 #[cfg(target_os = "linux")]
 mod live {
     use super::*;
+    use std::io::{BufReader, Write};
     use std::os::unix::net::UnixStream;
     use std::path::{Path, PathBuf};
     use std::process::Command;
