@@ -6,7 +6,7 @@
 //! stderr when it cannot, and logs a warning naming both numbers when the configured
 //! peers do not fit.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Descriptors one peer may hold: its session's socket, and a second one while a
@@ -62,6 +62,7 @@ pub fn raise() -> Result<NofileLimit, String> {
     if target > soft {
         if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
             let _ = LIMIT.set(limit);
+            RAISE_FAILED.store(true, Ordering::Relaxed);
             return Err(format!(
                 "cannot raise the open-file limit (RLIMIT_NOFILE) from {soft} to the hard limit {hard}: {e}; \
                  it stays at {soft}, room for about {} BGP peers",
@@ -76,6 +77,8 @@ pub fn raise() -> Result<NofileLimit, String> {
 
 /// What [`raise`] left; unset until it ran (no check then, as on Windows).
 static LIMIT: OnceLock<NofileLimit> = OnceLock::new();
+/// Whether [`raise`] could not raise the soft limit.
+static RAISE_FAILED: AtomicBool = AtomicBool::new(false);
 /// The peer count last checked, so a reload with the same peers says nothing new.
 static CHECKED: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -92,13 +95,19 @@ pub fn check_peers(peers: usize) {
         return;
     }
     if last == u64::MAX {
-        tracing::info!(
+        let line = format!(
             "open-file limit (RLIMIT_NOFILE): soft {} (was {} at start), hard {}: room for about {} BGP peers",
             limit.soft,
             limit.before,
             limit.hard,
             peers_within(limit.soft)
         );
+        // Raising failed (said on stderr at start, before logging): a warning.
+        if RAISE_FAILED.load(Ordering::Relaxed) {
+            tracing::warn!("{line}");
+        } else {
+            tracing::info!("{line}");
+        }
     }
     if let Some(msg) = too_few_files(limit.soft, peers) {
         tracing::warn!("{msg}");
