@@ -65,15 +65,9 @@ pub fn init(level: &str, target: &Target) -> Result<(), String> {
         }
         #[cfg(windows)]
         Target::Files(dir) => {
-            use tracing_appender::rolling::{RollingFileAppender, Rotation};
             // The appender itself is the writer (no background thread): a daemon logs
             // little, and no line is lost when the service stops.
-            let files = RollingFileAppender::builder()
-                .rotation(Rotation::DAILY)
-                .filename_prefix(FILE_PREFIX)
-                .max_log_files(FILES_KEPT)
-                .build(dir)
-                .map_err(|e| format!("cannot write log files in {}: {e}", dir.display()))?;
+            let files = daily_files(dir)?;
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(filter)
                 .with_writer(files)
@@ -82,6 +76,21 @@ pub fn init(level: &str, target: &Target) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Daily files `tern.log.YYYY-MM-DD` in `dir` (created if missing), the last
+/// [`FILES_KEPT`] kept.
+#[cfg(windows)]
+fn daily_files(
+    dir: &std::path::Path,
+) -> Result<tracing_appender::rolling::RollingFileAppender, String> {
+    use tracing_appender::rolling::{RollingFileAppender, Rotation};
+    RollingFileAppender::builder()
+        .rotation(Rotation::DAILY)
+        .filename_prefix(FILE_PREFIX)
+        .max_log_files(FILES_KEPT)
+        .build(dir)
+        .map_err(|e| format!("cannot write log files in {}: {e}", dir.display()))
 }
 
 /// The filter: `RUST_LOG` when set and valid, else `level`, else `info`.
@@ -126,6 +135,29 @@ mod tests {
         let pattern = file_pattern(&PathBuf::from("D:/Data"));
         assert!(pattern.starts_with("D:/Data"), "{pattern}");
         assert!(pattern.ends_with("tern.log.YYYY-MM-DD"), "{pattern}");
+    }
+
+    #[cfg(windows)]
+    #[test]
+    #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+    fn the_service_log_is_a_dated_file() {
+        use std::io::Write;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("tern").join("logs");
+        let mut files = daily_files(&dir).unwrap();
+        files.write_all(b"first line\n").unwrap();
+        files.flush().unwrap();
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        let date = names[0].strip_prefix("tern.log.").unwrap();
+        // YYYY-MM-DD
+        assert_eq!(date.len(), 10, "{date}");
+        assert_eq!(date.as_bytes()[4], b'-');
+        let text = std::fs::read_to_string(dir.join(&names[0])).unwrap();
+        assert_eq!(text, "first line\n");
     }
 
     #[test]

@@ -346,3 +346,50 @@ fn service_main(_arguments: Vec<OsString>) {
     let _ = reporter.join();
     scm.stopped(code);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_restart_table_reaches_the_scm_as_restarts() {
+        let a = failure_actions();
+        assert_eq!(
+            a.reset_period,
+            ServiceFailureResetPeriod::After(Duration::from_secs(86_400))
+        );
+        let actions = a.actions.unwrap_or_default();
+        let delays: Vec<u64> = actions.iter().map(|x| x.delay.as_secs()).collect();
+        assert_eq!(delays, [2, 2, 10]);
+        assert!(actions
+            .iter()
+            .all(|x| x.action_type == ServiceActionType::Restart));
+        // The crate panics on values that do not fit the SCM's fields.
+        let _ = a.reset_period.to_raw();
+        for x in &actions {
+            let _ = x.to_raw();
+        }
+    }
+
+    #[test]
+    fn exits_reach_the_scm_as_codes_that_trigger_restarts() {
+        assert_eq!(
+            stopped(ExitCode::SUCCESS).exit_code,
+            ServiceExitCode::Win32(0)
+        );
+        assert_eq!(
+            stopped(ExitCode::from(2)).exit_code,
+            ServiceExitCode::ServiceSpecific(2)
+        );
+        assert_eq!(
+            stopped(ExitCode::from(1)).exit_code,
+            ServiceExitCode::ServiceSpecific(1)
+        );
+        let starting = status(ServiceState::StartPending, 2, policy::START_WAIT_HINT);
+        assert!(starting
+            .controls_accepted
+            .contains(ServiceControlAccept::STOP));
+        let stopping = status(ServiceState::StopPending, 1, Duration::from_secs(10));
+        assert!(stopping.controls_accepted.is_empty());
+    }
+}
