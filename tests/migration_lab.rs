@@ -8,12 +8,15 @@
 //! many pings to node 4's pod went unanswered, and prints what `tern status`, `tern
 //! peers`, `tern diagnose` and `birdc show protocols` said. The figures are in the guide.
 //!
-//! Skips without root, BIRD or ping; fails under CI=true.
+//! Every tern in the lab runs as the DaemonSet runs it: root with no_new_privs and only
+//! the capabilities deploy/kubernetes/daemonset.yaml adds (setpriv).
+//!
+//! Skips without root, BIRD, ping or setpriv; fails under CI=true.
 // Setup and probes unwrap: a lab that cannot be built or read is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tern_interop::lab::migrate::{PingCount, PingRun, RouteGaps, RouteWatch};
@@ -115,14 +118,44 @@ fn report(test: &str, step: &str, gaps: &[RouteGaps], pings: &[(String, PingCoun
     (worst, lost)
 }
 
+/// A wrapper that runs tern the way the DaemonSet's container runs it: as root with
+/// no_new_privs (`allowPrivilegeEscalation: false`) and only the capabilities
+/// deploy/kubernetes/daemonset.yaml adds, for the daemon and the CLI alike (the probes
+/// run `tern health` in the same container).
+fn tern_as_in_the_daemonset(dir: &Path) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/daemonset.yaml");
+    let ds: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let sc = &ds["spec"]["template"]["spec"]["containers"][0]["securityContext"];
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    let caps: Vec<String> = sc["capabilities"]["add"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("+{}", c.as_str().unwrap().to_lowercase()))
+        .collect();
+    let wrapper = dir.join("tern-capped");
+    let script = format!(
+        "#!/bin/sh\nexec setpriv --no-new-privs --bounding-set=-all,{} --inh-caps=-all {TERN} \"$@\"\n",
+        caps.join(",")
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    wrapper
+}
+
 #[test]
 fn one_bird_node_moves_to_tern_and_back() {
     let test = "migration_walkthrough";
-    if !available(test, &["bird", "birdc", "ping"]) {
+    if !available(test, &["bird", "birdc", "ping", "setpriv"]) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let mut spec = LabSpec::new("lmg-", tmp.path(), Path::new(TERN), 4);
+    let tern = tern_as_in_the_daemonset(tmp.path());
+    let mut spec = LabSpec::new("lmg-", tmp.path(), &tern, 4);
     spec.bird_nodes = 3;
     let mut lab = Lab::up(spec).unwrap_or_else(|e| panic!("{test}: {e}"));
     converged(test, &lab, "1 tern + 3 Calico-style BIRD nodes");
@@ -140,12 +173,21 @@ fn one_bird_node_moves_to_tern_and_back() {
     lab.kill_bird_node(MOVED).unwrap();
     lab.start_tern_in_place_of_bird(MOVED).unwrap();
     let ok = wait_for("tern's sessions", Duration::from_secs(60), || {
-        probe::sessions_down(Path::new(TERN), &moved.socket()).is_none()
+        probe::sessions_down(&tern, &moved.socket()).is_none()
     });
     if let Err(e) = ok {
         fail(&lab, &format!("{test}: {e}"));
     }
     let established = t0.elapsed();
+    // The wrapper worked: tern holds CAP_NET_BIND_SERVICE (10), CAP_NET_ADMIN (12) and
+    // CAP_NET_RAW (13), nothing else, even in its bounding set.
+    let pid = lab.tern_pid(MOVED).unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    for field in ["CapBnd:", "CapEff:"] {
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        let mask = u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap();
+        assert_eq!(mask, (1 << 10) | (1 << 12) | (1 << 13), "{line}");
+    }
     let switched = wait_switched(test, &lab, t0);
     std::thread::sleep(SETTLE);
     let (gaps, pings) = (watch.finish(), finish_pings(pings));
