@@ -264,6 +264,38 @@ mod tests {
         assert!(sockopt::set_md5(&l.listeners[0], "198.51.100.1".parse().unwrap(), "x").is_err());
     }
 
+    /// Signed clients of both families connect to the wildcard pair: each socket
+    /// holds the key of its family's peer (a socket without it drops the SYN).
+    #[tokio::test]
+    async fn signed_clients_of_both_families_connect() {
+        let l = Listener::bind("[::]:0".parse().unwrap()).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (h4, mut rx4) = handle("127.0.0.1:179");
+        let (h6, mut rx6) = handle("[::1]:179");
+        l.add_peer(h4, Some("pw4")).unwrap();
+        l.add_peer(h6, Some("pw6")).unwrap();
+        let (rtx, _rrx) = mpsc::channel(4);
+        let run = tokio::spawn(Arc::new(l).run(rtx));
+        for (to, pw, rx) in [("127.0.0.1", "pw4", &mut rx4), ("::1", "pw6", &mut rx6)] {
+            let ip: IpAddr = to.parse().unwrap();
+            let sock = if ip.is_ipv4() {
+                TcpSocket::new_v4().unwrap()
+            } else {
+                TcpSocket::new_v6().unwrap()
+            };
+            sockopt::set_md5(&sock, ip, pw).unwrap();
+            let c = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                sock.connect(SocketAddr::new(ip, port)),
+            )
+            .await;
+            assert!(matches!(c, Ok(Ok(_))), "{to}: {c:?}");
+            let got = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await;
+            assert!(matches!(got, Ok(Some(Command::Incoming(_)))), "{to}");
+        }
+        run.abort();
+    }
+
     /// An IPv4 client reaches the IPv4 socket of the wildcard pair (the IPv6 one is
     /// IPv6-only): its session gets the connection.
     #[tokio::test]
