@@ -1,9 +1,8 @@
 //! Each peer's route policy, compiled from the intent (`Intent::peer_policy`: its
 //! BGPFilters and Calico's confd filters) and kept up to date on running sessions: the
 //! speaker gets `SetPolicy` for a peer whose compiled programs changed, never a session
-//! reset. A BGPFilter edit changes the peer's intent, which the intent diff reports as
-//! a changed peer; when nothing but the filters differs, the peer is taken out of the
-//! diff's resets here (its session continues and only its policy is replaced).
+//! reset. A BGPFilter-only edit is a relabelled peer in the intent diff (its session
+//! continues); here only its policy is replaced.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -26,15 +25,6 @@ pub fn compile(intent: &Intent, p: &PeerIntent) -> Arc<PeerPolicy> {
     Arc::new(intent.peer_policy(p))
 }
 
-/// Whether `a` and `b` differ in nothing but their BGPFilters, labels aside.
-fn only_filters_differ(a: &PeerIntent, b: &PeerIntent) -> bool {
-    let mut x = a.clone();
-    x.filters.clone_from(&b.filters);
-    x.origin.clone_from(&b.origin);
-    x.kind = b.kind;
-    x == *b
-}
-
 impl Policies {
     /// The sessions the speaker starts with (`convert::speaker_config` set each
     /// peer's policy).
@@ -46,22 +36,6 @@ impl Policies {
                 .map(|(a, p)| (*a, (p.clone(), compile(intent, p))))
                 .collect(),
         }
-    }
-
-    /// Moves the changed peers whose only change is their BGPFilters from
-    /// `peers_changed` (a session reset) to `peers_relabelled` (the session continues;
-    /// [`Policies::apply`] replaces its policy).
-    pub fn keep_sessions(&self, d: &mut IntentDiff) {
-        let (keep, reset): (Vec<PeerIntent>, Vec<PeerIntent>) =
-            std::mem::take(&mut d.peers_changed)
-                .into_iter()
-                .partition(|p| {
-                    self.sent
-                        .get(&p.address)
-                        .is_some_and(|(o, _)| only_filters_differ(o, p))
-                });
-        d.peers_changed = reset;
-        d.peers_relabelled.extend(keep);
     }
 
     /// After a diff was applied: records every peer's intent and policy, and sends
@@ -136,11 +110,10 @@ spec: {peerIP: 198.51.100.1, asNumber: 64513";
     async fn a_filter_edit_replaces_the_policy_and_keeps_the_session() {
         let old = intent(&format!("{TOR}}}\n"));
         let new = intent(&format!("{TOR}, filters: [tor-in]}}\n"));
-        let mut d = tern_config::diff::diff(&old, &new);
-        assert_eq!(d.peers_changed.len(), 1, "the diff sees a changed peer");
-        let mut policies = Policies::new(&old);
-        policies.keep_sessions(&mut d);
+        let d = tern_config::diff::diff(&old, &new);
         assert!(d.peers_changed.is_empty(), "no reset: {d:?}");
+        assert_eq!(d.peers_relabelled.len(), 1, "{d:?}");
+        let mut policies = Policies::new(&old);
         let (tx, mut rx) = mpsc::channel(4);
         policies.apply(&new, &d, &tx).await;
         match rx.try_recv() {
@@ -160,8 +133,7 @@ spec: {peerIP: 198.51.100.1, asNumber: 64513";
         let old = intent(&format!("{TOR}}}\n"));
         let other_as = TOR.replace("64513", "64514");
         let new = intent(&format!("{other_as}, filters: [tor-in]}}\n"));
-        let mut d = tern_config::diff::diff(&old, &new);
-        Policies::new(&old).keep_sessions(&mut d);
+        let d = tern_config::diff::diff(&old, &new);
         assert_eq!(d.peers_changed.len(), 1, "{d:?}");
     }
 }

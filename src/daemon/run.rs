@@ -225,13 +225,9 @@ impl Daemon {
             memory::release_freed();
         }
         let mut started = None;
-        if let (Some(mut diff), Some(i)) = (diff, self.tracker.current().cloned()) {
+        if let (Some(diff), Some(i)) = (diff, self.tracker.current().cloned()) {
             match (&self.speaker, self.routes.take()) {
                 (Some(sp), _) => {
-                    // A BGPFilter edit replaces the policy; it does not reset the session.
-                    if let Some(p) = &self.policies {
-                        p.keep_sessions(&mut diff);
-                    }
                     let w = &self.workloads;
                     intent::apply_diff(&diff, &i, sp, &self.fib, &self.state, &self.cfg, w).await;
                     if let Some(p) = &mut self.policies {
