@@ -155,7 +155,7 @@ fn one_bird_node_moves_to_tern_and_back() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let tern = tern_as_in_the_daemonset(tmp.path());
-    let mut spec = LabSpec::new("lmg-", tmp.path(), &tern, 4);
+    let mut spec = LabSpec::new("tmv-", tmp.path(), &tern, 4);
     spec.bird_nodes = 3;
     let mut lab = Lab::up(spec).unwrap_or_else(|e| panic!("{test}: {e}"));
     converged(test, &lab, "1 tern + 3 Calico-style BIRD nodes");
