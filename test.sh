@@ -13,6 +13,9 @@
 #                           about 30 min; the README's benchmark table)
 #   ./test.sh --soak [MIN]  also run the soak for MIN minutes (default 20): a 10-node lab
 #                           under churn and flaps, RSS and CPU sampled (scripts/soak.sh)
+#   ./test.sh --release     also build the release artifacts (scripts/release.sh: static
+#                           binary, .exe, .deb, OCI image; minutes) and run the image
+#                           under podman in a lab namespace (tests/image_lab.rs)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -21,15 +24,17 @@ bench=0
 lab_bench=0
 audit=0
 soak_min=0
+release=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --fuzz) fuzz_secs="${2:?--fuzz needs seconds}"; shift 2 ;;
     --bench) bench=1; shift ;;
     --lab-bench) lab_bench=1; shift ;;
     --audit) audit=1; shift ;;
+    --release) release=1; shift ;;
     --soak)
       if [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]]; then soak_min="$2"; shift 2; else soak_min=20; shift; fi ;;
-    *) echo "usage: ./test.sh [--fuzz SECS] [--bench] [--lab-bench] [--audit] [--soak [MINUTES]]" >&2; exit 2 ;;
+    *) echo "usage: ./test.sh [--fuzz SECS] [--bench] [--lab-bench] [--audit] [--soak [MINUTES]] [--release]" >&2; exit 2 ;;
   esac
 done
 
@@ -46,7 +51,7 @@ loud_skip() {
 start=$(date +%s)
 
 step "setup"
-scripts/setup.sh
+if [ $release = 1 ]; then scripts/setup.sh --release; else scripts/setup.sh; fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -127,6 +132,12 @@ fi
 if [ "$soak_min" != 0 ]; then
   step "soak: 10 nodes under churn and flaps for ${soak_min} min (scripts/soak.sh)"
   scripts/soak.sh "$soak_min"
+fi
+
+if [ $release = 1 ]; then
+  step "release artifacts (scripts/release.sh) and the image under podman"
+  scripts/release.sh
+  TERN_IMAGE_TEST=1 cargo test --locked -p tern --test image_lab -- --nocapture
 fi
 
 step "skipped"
