@@ -35,6 +35,9 @@ pub enum FindingKind {
     Md5Mismatch,
     /// The kernel refused a route.
     RouteRefused,
+    /// A peer's configuration asks for what this platform cannot do (TCP-MD5 or GTSM
+    /// on Windows): tern refuses the session rather than run it without.
+    PeerUnsupported,
 }
 
 /// How much it matters.
@@ -282,6 +285,21 @@ pub fn md5(counters: Md5Counters, peers_down: &[String]) -> Vec<Finding> {
                 counters.failure, counters.not_found, counters.unexpected
             ),
             suggestion: "check that both sides use the same password (tern: the BGPPeer's or BGPConfiguration's password; the peer: its neighbour password), and that the peer has one at all".into(),
+            severity: Severity::Error,
+        })
+        .collect()
+}
+
+/// Peers refused because this platform cannot honour their configuration: each
+/// `(peer, why)`, `why` naming what is missing.
+pub fn unsupported(peers: &[(String, String)]) -> Vec<Finding> {
+    peers
+        .iter()
+        .map(|(peer, why)| Finding {
+            kind: FindingKind::PeerUnsupported,
+            subject: peer.clone(),
+            evidence: format!("the session is refused: {why}"),
+            suggestion: "run this node on Linux, or remove the peer's password / ttlSecurity on both sides (the session then runs without that protection)".into(),
             severity: Severity::Error,
         })
         .collect()

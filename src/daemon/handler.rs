@@ -256,11 +256,16 @@ impl DaemonHandler {
             .await
             .map_err(|_| "the FIB task has stopped".to_string())?;
         let mut findings = ask("FIB task", rx).await?;
-        let (md5, datastore) = {
+        let (md5, unsupported, datastore) = {
             let s = self.lock()?;
-            (md5_findings(&s), datastore_finding(&s))
+            (
+                md5_findings(&s),
+                unsupported_findings(&s),
+                datastore_finding(&s),
+            )
         };
         findings.extend(md5);
+        findings.extend(unsupported);
         findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
         let mut infos: Vec<FindingInfo> = findings.into_iter().map(finding_info).collect();
         // Most severe first: a warning, after the errors.
@@ -482,6 +487,23 @@ fn datastore_finding(s: &State) -> Option<FindingInfo> {
 
 /// TCP-MD5 trouble: peers with a password that are not up, when the kernel (this
 /// namespace's `/proc/net/netstat`) counts segments dropped for their signatures.
+/// Peers whose password or ttlSecurity this platform cannot honour (Windows): the
+/// speaker refuses them, and `tern diagnose` says so.
+fn unsupported_findings(s: &State) -> Vec<tern_fib::diag::Finding> {
+    let refused: Vec<(String, String)> = s
+        .peers
+        .values()
+        .filter_map(|p| {
+            let why = tern_bgp::session::sockopt::unsupported(
+                p.intent.password.is_some(),
+                p.intent.ttl_security.is_some(),
+            )?;
+            Some((format!("{} peer {}", p.intent.kind, p.intent.address), why))
+        })
+        .collect();
+    tern_fib::diag::unsupported(&refused)
+}
+
 fn md5_findings(s: &State) -> Vec<tern_fib::diag::Finding> {
     let down: Vec<String> = s
         .peers

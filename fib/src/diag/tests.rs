@@ -251,3 +251,18 @@ fn md5_counters_are_read_from_netstat_and_name_the_peers_down() {
     );
     assert!(md5(Md5Counters::default(), &["x".into()]).is_empty());
 }
+
+#[test]
+fn unsupported_peers_are_errors_that_say_what_is_missing() {
+    let f = unsupported(&[(
+        "global peer 198.51.100.1".to_string(),
+        "not supported on this platform: GTSM (ttlSecurity)".to_string(),
+    )]);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].kind, FindingKind::PeerUnsupported);
+    assert_eq!(f[0].severity, Severity::Error);
+    assert!(f[0].evidence.contains("GTSM"), "{}", f[0].evidence);
+    let v = serde_json::to_value(&f[0]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["kind"], "peer-unsupported");
+    assert!(unsupported(&[]).is_empty());
+}
