@@ -2,10 +2,11 @@
 //! (k8s-openapi): every field is one the API knows, and the DaemonSet is what the
 //! documentation promises: host network, exactly three capabilities, `tern health`
 //! probes, NODENAME and NAMESPACE from the pod, the ConfigMap's tern.yaml at /etc/tern
-//! (and valid for tern), /run/tern and /var/run/calico from the host, the service
-//! account of rbac.yaml. That rbac.yaml grants exactly the API calls the store makes is
-//! the unit test `rbac_yaml_grants_exactly_the_api_calls` in tern-config; this file
-//! checks that the roles are well-formed and bound to the DaemonSet's account.
+//! (and valid for tern, with BIRD's sockets in /var/run/calico), /run/tern and
+//! /var/run/calico from the host and writable, the service account of rbac.yaml. That
+//! rbac.yaml grants exactly the API calls the store makes is the unit test
+//! `rbac_yaml_grants_exactly_the_api_calls` in tern-config; this file checks that the
+//! roles are well-formed and bound to the DaemonSet's account.
 // A test that cannot read its fixtures has failed: unwrap says where.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -259,11 +260,22 @@ fn environment_and_mounts_are_calico_nodes() {
             .unwrap()
             .clone()
     };
+    // Both hold sockets tern creates: host paths, writable.
     for path in ["/run/tern", "/var/run/calico"] {
         let host = mounted(path)
             .host_path
             .unwrap_or_else(|| panic!("{path}: not a hostPath"));
         assert_eq!(host.path, path);
+        let mount = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == path);
+        assert_ne!(
+            mount.and_then(|m| m.read_only),
+            Some(true),
+            "{path} read-only"
+        );
     }
     let cm = mounted("/etc/tern")
         .config_map
@@ -294,6 +306,15 @@ fn configmap_tern_yaml_is_valid_with_the_pods_environment() {
     // The probes ask `tern health` with its default socket: the daemon must listen there,
     // inside the hostPath mount.
     assert_eq!(config.control_socket, PathBuf::from("/run/tern/tern.sock"));
+    // BIRD's sockets where calico-node's tools look, in the writable hostPath.
+    assert_eq!(
+        config.bird_socket,
+        Some(PathBuf::from("/var/run/calico/bird.ctl"))
+    );
+    assert_eq!(
+        config.bird6_socket,
+        Some(PathBuf::from("/var/run/calico/bird6.ctl"))
+    );
 
     // Without NODENAME it is refused, naming the field: the env entry matters.
     let none = MapEnvironment::new([]);
