@@ -39,6 +39,11 @@ fi
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 [ -n "$version" ] || { echo "scripts/image.sh: no version in Cargo.toml's [workspace.package]" >&2; exit 1; }
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# A binary built from a checkout with changes is not that commit's: say so in the label.
+if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+  revision="$revision-dirty"
+  echo "scripts/image.sh: warning: the checkout has uncommitted changes; revision label $revision" >&2
+fi
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 # The source label only when the checkout says where it comes from (or it is given):
 # a made-up URL would be worse than none.

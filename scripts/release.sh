@@ -34,9 +34,11 @@ size() { stat -c %s "$1" | numfmt --to=iec-i --suffix=B; }
 start=$(date +%s)
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 [ -n "$version" ] || { echo "release.sh: no version in Cargo.toml's [workspace.package]" >&2; exit 1; }
-# Cargo and rustc take SOURCE_DATE_EPOCH into nothing that lands in the binary today,
-# but the image and the archives do: one value for the whole run.
-export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
+# The file times of the image and the package: one value for the whole run, handed to
+# those scripts only. Not exported to cargo: the cc crate lists SOURCE_DATE_EPOCH as
+# an input of ring's build script, so a value that moves with every commit would
+# rebuild ring and everything above it on each run.
+epoch="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 mkdir -p dist
 
 # --- the static Linux binary ---------------------------------------------------
@@ -56,7 +58,7 @@ linux="dist/tern-$version-x86_64-linux-musl"
 # A stripped copy: the release profile keeps symbol names (target/ keeps that binary,
 # which names the functions of a stripped one's backtrace addresses).
 strip --strip-all -o "$linux" "$built"
-touch -d "@$SOURCE_DATE_EPOCH" "$linux"
+touch -d "@$epoch" "$linux"
 say "$linux: $(size "$linux") (unstripped $(size "$built")), $(file -b "$linux" | grep -Eo 'stat[a-z-]* linked')"
 
 # --- Windows --------------------------------------------------------------------
@@ -68,7 +70,7 @@ if [ $windows = 1 ]; then
   cargo build --release --locked --target "$win_target" -p tern --bin tern
   exe="dist/tern-$version-x86_64-windows.exe"
   x86_64-w64-mingw32-strip --strip-all -o "$exe" "target/$win_target/release/tern.exe"
-  touch -d "@$SOURCE_DATE_EPOCH" "$exe"
+  touch -d "@$epoch" "$exe"
   say "$exe: $(size "$exe")"
 fi
 
@@ -77,7 +79,7 @@ if [ $deb = 1 ]; then
   if [ -x scripts/build-deb.sh ]; then
     say "scripts/build-deb.sh"
     # The stripped binary: the package ships the same bytes as the checksummed one.
-    scripts/build-deb.sh --binary "$linux" --out dist/
+    SOURCE_DATE_EPOCH=$epoch scripts/build-deb.sh --binary "$linux" --out dist/
   else
     say "no scripts/build-deb.sh: no Debian package"
   fi
@@ -86,7 +88,7 @@ fi
 # --- the OCI image --------------------------------------------------------------------
 if [ $image = 1 ]; then
   say "scripts/image.sh"
-  scripts/image.sh --binary "$linux" --out dist "${check[@]}"
+  SOURCE_DATE_EPOCH=$epoch scripts/image.sh --binary "$linux" --out dist "${check[@]}"
 fi
 
 # --- checksums ---------------------------------------------------------------------------
