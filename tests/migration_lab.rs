@@ -207,6 +207,18 @@ fn one_bird_node_moves_to_tern_and_back() {
         eprintln!("== node-4: tern {} (exit {code}) ==\n{out}", args.join(" "));
     }
     eprintln!("== node-2's BIRD ==\n{}", bird_mesh(&lab, 2));
+    // tern answers on the socket the killed BIRD left behind, as BIRD would: what
+    // `calicoctl node status` and calico-node's -bird-ready read on the moved node.
+    let as_bird = bird_mesh(&lab, MOVED);
+    eprintln!("== node-4: birdc show protocols (tern's BIRD socket) ==\n{as_bird}");
+    assert_eq!(
+        as_bird
+            .lines()
+            .filter(|l| l.contains("Established"))
+            .count(),
+        MOVED - 1,
+        "{as_bird}"
+    );
     let (code, _) = lab.tern_cli(MOVED, &["diagnose"]);
     assert_eq!(code, 0, "tern diagnose found an error on the moved node");
     // Graceful restart: the peers kept the block while the node's speaker changed.
@@ -226,7 +238,7 @@ fn one_bird_node_moves_to_tern_and_back() {
     std::thread::sleep(Duration::from_secs(2));
     let t0 = Instant::now();
     lab.stop_tern(MOVED, Duration::from_secs(15));
-    lab.start_tern(MOVED).unwrap();
+    lab.restart_migrated_tern(MOVED).unwrap();
     let switched = wait_switched(test, &lab, t0);
     std::thread::sleep(SETTLE);
     let (gaps, pings) = (watch.finish(), finish_pings(pings));

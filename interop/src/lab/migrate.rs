@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::{peerconf, Lab, NodeKind};
 use crate::peers::{Kind, Peer};
+use crate::process::Daemon;
 use crate::{Error, Result};
 
 impl Lab {
@@ -34,7 +35,10 @@ impl Lab {
     }
 
     /// Starts tern on node `index`, whose BIRD is gone: from now on it is a tern node
-    /// (convergence checks expect tern's sessions and its blackholes).
+    /// (convergence checks expect tern's sessions and its blackholes). As the DaemonSet
+    /// configures it, tern answers on BIRD's control socket in BIRD's place (the node's
+    /// `bird.ctl`, where the killed BIRD left its socket file), so `birdc` against the
+    /// node sees tern's sessions.
     pub fn start_tern_in_place_of_bird(&mut self, index: usize) -> Result<()> {
         if self.bird_nodes.contains_key(&index) {
             return Err(Error::Lab(format!(
@@ -46,7 +50,31 @@ impl Lab {
             .get_mut(index.wrapping_sub(1))
             .ok_or_else(|| Error::Lab(format!("no node {index}")))?;
         n.kind = NodeKind::Tern;
-        self.start_tern(index)
+        self.restart_migrated_tern(index)
+    }
+
+    /// Starts (or starts again) tern on a node moved from BIRD, with BIRD's control
+    /// socket (see [`Lab::start_tern_in_place_of_bird`]).
+    pub fn restart_migrated_tern(&mut self, index: usize) -> Result<()> {
+        let n = self.node(index)?.clone();
+        let yaml = n.dir.join("tern.yaml");
+        let text = format!(
+            "{}bird_socket: {}\n",
+            n.tern_yaml(&self.spec),
+            n.dir.join("bird.ctl").display()
+        );
+        std::fs::write(&yaml, text).map_err(|source| Error::Spawn {
+            command: format!("write {}", yaml.display()),
+            source,
+        })?;
+        let mut c = self.ns(&n.ns)?.command(&self.spec.tern.to_string_lossy());
+        c.args(["run", "--config"]).arg(&yaml);
+        c.env("RUST_LOG", "info");
+        let d = Daemon::spawn(&n.name, c, &n.dir.join("tern.log"))?;
+        if let Some(slot) = self.terns.get_mut(index - 1) {
+            *slot = Some(d);
+        }
+        Ok(())
     }
 
     /// Stops node `index`'s tern as kubelet stops its pod: SIGTERM, up to `grace` to
