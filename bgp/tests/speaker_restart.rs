@@ -3,7 +3,9 @@
 //! Speaker A restarts with its forwarding state kept: its OPEN carries the R and F
 //! bits, and its initial UPDATEs are held until every peer has sent End-of-RIB, or,
 //! when a peer never comes up, until the selection deferral timer (half the restart
-//! time) runs out.
+//! time) runs out. And a speaker stopped for a restart ends its graceful-restart
+//! sessions without a NOTIFICATION, so its peer keeps its routes; stopped for good,
+//! its Cease makes the peer flush them.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -194,4 +196,80 @@ async fn a_peer_that_comes_up_after_the_deferral_timer_still_sees_forwarding_kep
     );
     let _ = sa.send(SpeakerCommand::Shutdown(None)).await;
     let _ = sb.send(SpeakerCommand::Shutdown(None)).await;
+}
+
+/// Whether B has `prefix` within `secs` seconds (polled).
+async fn has_within(c: &mpsc::Sender<SpeakerCommand>, prefix: &str, secs: u64) -> bool {
+    for _ in 0..secs * 10 {
+        if has(c, prefix).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// A learns nothing; B learns A's route; then A stops with `stop`. Returns whether B
+/// still holds the route 2 s after A's sessions ended.
+async fn b_keeps_route_after(stop: SpeakerCommand, a: SocketAddr, b: SocketAddr) -> bool {
+    let (aev, mut a_events) = mpsc::channel(256);
+    let (bev, mut b_events) = mpsc::channel(256);
+    let sa = speaker::spawn(config(a, vec![peer(b, a_last(a), 120)], false), aev)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move { while a_events.recv().await.is_some() {} });
+    let sb = speaker::spawn(config(b, vec![peer(a, a_last(b), 120)], false), bev)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    originate(&sa, "198.18.22.0/26").await;
+    assert!(
+        has_within(&sb, "198.18.22.0/26", 20).await,
+        "B never learned A's route"
+    );
+    let _ = sa.send(stop).await;
+    // B sees the session end (by a NOTIFICATION or by the connection closing).
+    let down = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(e) = b_events.recv().await {
+            if matches!(e, SpeakerEvent::PeerDown { .. }) {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(down, "B never saw the session with A end");
+    tokio::spawn(async move { while b_events.recv().await.is_some() {} });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kept = has(&sb, "198.18.22.0/26").await;
+    let _ = sb.send(SpeakerCommand::Shutdown(None)).await;
+    kept
+}
+
+fn a_last(a: SocketAddr) -> u8 {
+    match a.ip() {
+        IpAddr::V4(v4) => v4.octets()[3],
+        IpAddr::V6(_) => panic!("IPv4 only here"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_speaker_stopped_for_a_restart_leaves_its_routes_with_its_graceful_restart_peers() {
+    // Stopped for a restart (SIGTERM): no NOTIFICATION, so B, a graceful-restart
+    // helper, keeps A's route (stale) for A's restart time (RFC 4724 §4.2).
+    let kept = b_keeps_route_after(
+        SpeakerCommand::ShutdownForRestart(Some("restarting".into())),
+        addr(4, 17921),
+        addr(5, 17922),
+    )
+    .await;
+    assert!(kept, "B dropped A's route although A only restarted");
+    // Stopped for good: the Cease makes B flush A's routes at once.
+    let kept = b_keeps_route_after(
+        SpeakerCommand::Shutdown(Some("gone".into())),
+        addr(6, 17923),
+        addr(7, 17924),
+    )
+    .await;
+    assert!(!kept, "B kept A's route after A's Cease");
 }

@@ -192,7 +192,7 @@ impl Daemon {
                     notify_stopping();
                     if let Some(sp) = &self.speaker {
                         let _ = sp
-                            .send(SpeakerCommand::Shutdown(Some("tern is stopping".into())))
+                            .send(SpeakerCommand::ShutdownForRestart(Some("tern is stopping".into())))
                             .await;
                         // Give the NOTIFICATIONs a moment to leave.
                         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -86,6 +86,22 @@ impl Session {
         self.negotiated.as_ref()
     }
 
+    /// Whether the peer keeps our routes when this session ends without a NOTIFICATION
+    /// (RFC 4724 §4.2): Established, we announced graceful restart and the peer sent
+    /// its capability.
+    pub fn graceful_restart_negotiated(&self) -> bool {
+        self.state == State::Established
+            && self
+                .cfg
+                .capabilities
+                .iter()
+                .any(|c| matches!(c, Capability::GracefulRestart(_)))
+            && self
+                .negotiated
+                .as_ref()
+                .is_some_and(|n| n.peer_graceful_restart.is_some())
+    }
+
     /// When the session reached Established.
     pub fn established_at(&self) -> Option<Instant> {
         self.established_at

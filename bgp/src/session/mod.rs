@@ -56,6 +56,10 @@ pub enum Command {
     Start,
     /// Stop, telling the peer why (RFC 9003) when a message is given.
     Stop(Option<String>),
+    /// Stop because this speaker restarts: a session that negotiated graceful restart
+    /// ends without a NOTIFICATION, so the peer keeps our routes until we are back
+    /// (RFC 4724 §4.2; a Cease would make it flush them); any other is a [`Command::Stop`].
+    Restart(Option<String>),
     /// Send these UPDATEs (encoded with the session's `Negotiated::tx`).
     SendUpdates(Vec<Bytes>),
     /// End the session with this NOTIFICATION and stay down at least this long
@@ -346,6 +350,17 @@ impl Driver {
             None => Event::ManualStop(None),
             Some(Command::Start) => Event::ManualStart,
             Some(Command::Stop(text)) => Event::ManualStop(text),
+            Some(Command::Restart(text)) => {
+                if self.fsm.graceful_restart_negotiated() {
+                    // Closing the socket ends the session without a message: what a
+                    // restarting speaker's peer expects. The machine's own stop
+                    // below then has no connection to send its Cease on.
+                    self.conn = None;
+                    self.second = None;
+                    self.out.clear();
+                }
+                Event::ManualStop(text)
+            }
             Some(Command::Reset(notification, hold_down)) => Event::Reset {
                 notification,
                 hold_down,

@@ -223,6 +223,11 @@ pub enum SpeakerCommand {
     Advertised(IpAddr, oneshot::Sender<Option<Vec<(IpNet, Exported)>>>),
     /// Stop every session with this message and end the task.
     Shutdown(Option<String>),
+    /// Stop because this speaker restarts (a daemon stopped by SIGTERM, its kernel
+    /// routes left in place): sessions that negotiated graceful restart end without a
+    /// NOTIFICATION, so their peers keep our routes for our restart time (RFC 4724
+    /// §4.2); the others get this message, as with [`SpeakerCommand::Shutdown`].
+    ShutdownForRestart(Option<String>),
 }
 
 /// Counters of one peer since it was configured.

@@ -152,8 +152,11 @@ impl Driver {
             let next = self.timers.first().map(|(at, _)| *at);
             tokio::select! {
                 c = commands.recv() => match c {
-                    None => return self.shutdown(None),
-                    Some(SpeakerCommand::Shutdown(text)) => return self.shutdown(text),
+                    None => return self.shutdown(None, Command::Stop),
+                    Some(SpeakerCommand::Shutdown(text)) => return self.shutdown(text, Command::Stop),
+                    Some(SpeakerCommand::ShutdownForRestart(text)) => {
+                        return self.shutdown(text, Command::Restart)
+                    }
                     Some(c) => self.command(c).await,
                 },
                 Some(e) = sessions.recv() => self.input(Input::Session(e)).await,
@@ -174,9 +177,10 @@ impl Driver {
         }
     }
 
-    fn shutdown(&mut self, text: Option<String>) {
+    /// Ends every session with `stop(text)` ([`Command::Stop`] or [`Command::Restart`]).
+    fn shutdown(&mut self, text: Option<String>, stop: fn(Option<String>) -> Command) {
         for link in self.links.values() {
-            send_soon(link, Command::Stop(text.clone()));
+            send_soon(link, stop(text.clone()));
         }
     }
 
@@ -209,7 +213,7 @@ impl Driver {
                 let _ = reply.send(self.core.advertised(ip));
                 return;
             }
-            SpeakerCommand::Shutdown(_) => return,
+            SpeakerCommand::Shutdown(_) | SpeakerCommand::ShutdownForRestart(_) => return,
         };
         self.input(input).await;
     }
