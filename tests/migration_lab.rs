@@ -246,7 +246,13 @@ fn one_bird_node_moves_to_tern_and_back() {
         "{test}: tern -> tern: lab converged {:.1} s after the SIGTERM",
         switched.as_secs_f64()
     ));
-    let _ = report(test, "tern -> tern", &gaps, &pings);
+    let (without, lost) = report(test, "tern -> tern", &gaps, &pings);
+    // SIGTERM ends graceful-restart sessions without a NOTIFICATION: the peers keep
+    // the node's routes while its tern restarts.
+    assert!(
+        gaps.iter().all(|g| g.samples > 10 && g.missing == 0) && lost == 0,
+        "tern's restart cost its peers the block: {without:.1} s, {lost} pings lost: {gaps:?}"
+    );
 
     // tern -> BIRD (the rollback).
     let watch = RouteWatch::start(&others, &moved.block_v4, &moved.v4);
@@ -278,4 +284,8 @@ fn one_bird_node_moves_to_tern_and_back() {
         );
     }
     eprintln!("rollback: {without:.1} s without the block at worst, {lost} pings lost");
+    assert!(
+        gaps.iter().all(|g| g.samples > 10 && g.missing == 0) && lost == 0,
+        "the rollback cost the peers the block: {without:.1} s, {lost} pings lost: {gaps:?}"
+    );
 }

@@ -85,6 +85,18 @@ impl Peer {
     /// Starts `kind` in `ns` with `config` (bird.conf, gobgpd.toml or frr.conf text),
     /// keeping its files in `dir`, and waits until its CLI answers.
     pub fn start(kind: Kind, ns: &Netns, dir: &Path, config: &str) -> Result<Peer> {
+        Peer::start_with(kind, ns, dir, config, &[])
+    }
+
+    /// [`Peer::start`] with `extra` arguments for the daemon (e.g. BIRD's `-R`, which
+    /// calico-node passes: graceful-restart recovery after start).
+    pub fn start_with(
+        kind: Kind,
+        ns: &Netns,
+        dir: &Path,
+        config: &str,
+        extra: &[&str],
+    ) -> Result<Peer> {
         let io = |what: &str, source: std::io::Error| Error::Spawn {
             command: format!("{what} in {}", dir.display()),
             source,
@@ -134,6 +146,8 @@ impl Peer {
                 c
             }
         };
+        let mut cmd = cmd;
+        cmd.args(extra);
         let peer = Peer {
             kind,
             dir: dir.to_path_buf(),

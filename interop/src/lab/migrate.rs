@@ -103,7 +103,10 @@ impl Lab {
         n.kind = NodeKind::CalicoBird;
         let n = n.clone();
         let conf = peerconf::calico_bird_config(&self.spec, &n);
-        let bird = Peer::start(Kind::Bird, self.ns(&n.ns)?, &n.dir, &conf)?;
+        // `-R` as calico-node runs BIRD: it starts in graceful-restart recovery, so its
+        // OPEN tells the peers (which kept the node's routes) to hold them until its
+        // End-of-RIB instead of flushing them at once (RFC 4724 §4.2).
+        let bird = Peer::start_with(Kind::Bird, self.ns(&n.ns)?, &n.dir, &conf, &["-R"])?;
         self.bird_nodes.insert(index, bird);
         Ok(())
     }
