@@ -79,7 +79,7 @@ if [ $deb = 1 ]; then
   if [ -x scripts/build-deb.sh ]; then
     say "scripts/build-deb.sh"
     # The stripped binary: the package ships the same bytes as the checksummed one.
-    SOURCE_DATE_EPOCH=$epoch scripts/build-deb.sh --binary "$linux" --out dist/
+    SOURCE_DATE_EPOCH=$epoch scripts/build-deb.sh --binary "$linux" --out dist
   else
     say "no scripts/build-deb.sh: no Debian package"
   fi
