@@ -86,3 +86,75 @@ fn a_bad_first_configuration_is_explained_and_a_fix_is_picked_up() {
     assert_eq!(cli(&["health", "--ready"]).0, 0, "no peers is ready");
     tern.stop(Duration::from_secs(5));
 }
+
+/// Mid-migration, calico-node's BIRD may still hold port 179 when tern starts: tern
+/// waits (status says why, not ready) and starts BGP once the port is free, instead of
+/// exiting into the kubelet's back-off.
+#[test]
+fn a_taken_bgp_port_is_waited_for() {
+    if let Err(reason) = tern_interop::lab_available() {
+        tern_interop::skip_or_fail("daemon_start", &reason);
+        return;
+    }
+    let ns = Netns::create("tds-b").unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut bird = tern_interop::peers::Peer::start(
+        tern_interop::peers::Kind::Bird,
+        &ns,
+        &dir.path().join("bird"),
+        "router id 198.51.100.10;\nprotocol device { }\nprotocol bgp held {\n  local as 64512; neighbor 198.51.100.20 as 64512;\n  ipv4 { import none; export none; };\n}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = dir.path().join("cluster.yaml");
+    let socket = dir.path().join("tern.sock");
+    std::fs::write(&cluster, GOOD).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("tern.yaml"),
+        format!(
+            "node: node-a\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nfib: {{enabled: false}}\n",
+            cluster.display(),
+            socket.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = ns.command(TERN);
+    c.args(["run", "--config"])
+        .arg(dir.path().join("tern.yaml"));
+    let mut tern =
+        Daemon::spawn("tern", c, &dir.path().join("tern.log")).unwrap_or_else(|e| panic!("{e}"));
+    let cli = |args: &[&str]| tern_cli(Path::new(TERN), &socket, args);
+    let log = || std::fs::read_to_string(dir.path().join("tern.log")).unwrap_or_default();
+    wait_for("the taken port in status", Duration::from_secs(10), || {
+        cli(&["status"]).1.contains("trying again every 2 s")
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", cli(&["status"]).1, log()));
+    assert!(cli(&["status"]).1.contains("179"), "{}", cli(&["status"]).1);
+    assert_eq!(
+        cli(&["health", "--ready"]).0,
+        1,
+        "ready while BGP cannot start"
+    );
+    assert!(log().contains("another BGP daemon"), "{}", log());
+    // Still waiting a few tries later, not exited.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(cli(&["health", "--live"]).0, 0, "{}", log());
+
+    bird.kill();
+    wait_for(
+        "BGP started once the port is free",
+        Duration::from_secs(15),
+        || {
+            let (code, out) = cli(&["status"]);
+            code == 0 && out.contains("router id 198.51.100.10") && !out.contains("trying again")
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", cli(&["status"]).1, log()));
+    assert_eq!(
+        cli(&["health", "--ready"]).0,
+        0,
+        "{}",
+        cli(&["health", "--ready"]).1
+    );
+    assert!(log().contains("is free now"), "{}", log());
+    tern.stop(Duration::from_secs(5));
+}

@@ -46,6 +46,8 @@ struct Daemon {
     policies: Option<super::policy::Policies>,
     /// The last STATUS= line.
     status: String,
+    /// BGP could not start (its port taken): when to try again.
+    bgp_retry: Option<Instant>,
 }
 
 /// Runs the daemon: starts the control socket, the datastore and the FIB task, then
@@ -131,6 +133,7 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         workloads: BTreeMap::new(),
         kernel_originated: BTreeSet::new(),
         policies: None,
+        bgp_retry: None,
     };
     d.run(store, workload_rx, reload, stop).await
 }
@@ -206,6 +209,11 @@ impl Daemon {
                         Ok(mut s) => s.last_tick = Instant::now(),
                         Err(_) => return Err("the daemon's state is poisoned".into()),
                     }
+                    if self.bgp_retry.is_some_and(|at| at <= Instant::now()) {
+                        if let Some(ev) = self.start_bgp().await? {
+                            events = Some(ev);
+                        }
+                    }
                     update_status(&self.state, self.speaker.is_some(), &mut self.status);
                 }
             }
@@ -235,20 +243,8 @@ impl Daemon {
                     }
                 }
                 (None, Some(routes)) => {
-                    let (sp, ev) = start::start_bgp(
-                        &diff,
-                        &i,
-                        &self.fib,
-                        routes,
-                        &self.state,
-                        &self.cfg,
-                        &self.workloads,
-                    )
-                    .await?;
-                    self.policies = Some(super::policy::Policies::new(&i));
-                    let _ = self.speaker_slot.set(sp.clone());
-                    self.speaker = Some(sp);
-                    started = Some(ev);
+                    self.routes = Some(routes);
+                    started = self.start_bgp().await?;
                 }
                 (None, None) => return Err("BGP cannot be started twice".into()),
             }
@@ -256,6 +252,69 @@ impl Daemon {
         }
         update_status(&self.state, self.speaker.is_some(), &mut self.status);
         Ok(started)
+    }
+
+    /// Starts BGP with the intent in force. While its port is taken (calico-node's BIRD
+    /// still runs here, mid-migration) it tries again every 2 s instead of exiting: an
+    /// exit would meet the kubelet's growing back-off (up to 5 min), longer than the
+    /// peers keep this node's routes under graceful restart. Meanwhile `tern status`
+    /// says why and `tern health --ready` fails.
+    async fn start_bgp(&mut self) -> Result<Option<mpsc::Receiver<SpeakerEvent>>, String> {
+        let (Some(i), Some(routes)) = (self.tracker.current().cloned(), self.routes.take()) else {
+            return Ok(None);
+        };
+        if self.bgp_retry.is_some() {
+            // The last attempt's "port in use"; set again below if it still is.
+            if let Ok(mut s) = self.state.lock() {
+                s.config_error = None;
+                s.bgp_blocked = None;
+            }
+        }
+        // Everything the intent asks for: a retry may follow several partial diffs.
+        let all = tern_config::diff::IntentDiff {
+            peers_added: i.peers.values().cloned().collect(),
+            originated: i.originated.clone(),
+            policy_changed: true,
+            ..Default::default()
+        };
+        let w = &self.workloads;
+        match start::start_bgp(
+            &all,
+            &i,
+            &self.fib,
+            routes.clone(),
+            &self.state,
+            &self.cfg,
+            w,
+        )
+        .await
+        {
+            Ok((sp, ev)) => {
+                if self.bgp_retry.take().is_some() {
+                    tracing::info!("BGP started: port {} is free now", i.listen.port);
+                }
+                self.policies = Some(super::policy::Policies::new(&i));
+                let _ = self.speaker_slot.set(sp.clone());
+                self.speaker = Some(sp);
+                Ok(Some(ev))
+            }
+            Err(start::StartError::PortInUse(text)) => {
+                if self.bgp_retry.is_none() {
+                    tracing::warn!(
+                        "{text}: another BGP daemon (calico-node's BIRD?) still runs on this node; trying again every 2 s, not ready meanwhile"
+                    );
+                }
+                if let Ok(mut s) = self.state.lock() {
+                    let why = format!("{text} (trying again every 2 s)");
+                    s.config_error = Some(why.clone());
+                    s.bgp_blocked = Some(why);
+                }
+                self.routes = Some(routes);
+                self.bgp_retry = Some(Instant::now() + Duration::from_secs(2));
+                Ok(None)
+            }
+            Err(start::StartError::Fatal(text)) => Err(text),
+        }
     }
 
     /// Originates the borrowed workload addresses, once BGP runs.

@@ -84,8 +84,18 @@ pub fn kube_settings(
     }
 }
 
-/// Starts BGP with the first accepted intent: the speaker with its sessions, then the
-/// intent's own prefixes. A failure here (port 179 taken) ends the daemon.
+/// Why BGP did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The BGP port is taken: another routing daemon (calico-node's BIRD, during a
+    /// migration) still runs on this node. The daemon waits and tries again.
+    PortInUse(String),
+    /// Anything else: the daemon ends.
+    Fatal(String),
+}
+
+/// Starts BGP with the accepted intent (`first` holds everything it asks for): the
+/// speaker with its sessions, then the intent's own prefixes.
 pub async fn start_bgp(
     first: &IntentDiff,
     intent: &Intent,
@@ -94,7 +104,7 @@ pub async fn start_bgp(
     state: &Arc<Mutex<State>>,
     cfg: &DaemonConfig,
     workloads: &BTreeMap<IpNet, String>,
-) -> Result<(mpsc::Sender<SpeakerCommand>, mpsc::Receiver<SpeakerEvent>), String> {
+) -> Result<(mpsc::Sender<SpeakerCommand>, mpsc::Receiver<SpeakerEvent>), StartError> {
     let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
     let (mut speaker_cfg, peer_errors) = convert::speaker_config(intent, &secrets_dir, &cfg.limits);
     // The blackholes of our blocks first: the FIB task answers the question below
@@ -121,7 +131,14 @@ pub async fn start_bgp(
     // Loc-RIB changes go straight to the FIB task on `routes`, not among the events.
     let speaker = speaker::spawn_routed(speaker_cfg, etx, routes)
         .await
-        .map_err(|e| format!("cannot start BGP on port {}: {e}", intent.listen.port))?;
+        .map_err(|e| {
+            let text = format!("cannot start BGP on port {}: {e}", intent.listen.port);
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                StartError::PortInUse(text)
+            } else {
+                StartError::Fatal(text)
+            }
+        })?;
     routes::originate(first, &speaker, workloads).await;
     if let Ok(mut s) = state.lock() {
         s.set_peers(intent);

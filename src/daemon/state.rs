@@ -49,6 +49,8 @@ pub struct State {
     pub config_error: Option<String>,
     /// The datastore cannot be read (since when, why); cleared by the next snapshot.
     pub datastore_error: Option<String>,
+    /// BGP cannot start yet (its port is taken), why; cleared once it starts.
+    pub bgp_blocked: Option<String>,
     /// Peers by address.
     pub peers: BTreeMap<IpAddr, PeerState>,
     /// Last main-loop tick (liveness).
@@ -75,6 +77,7 @@ impl State {
             revision: None,
             config_error: None,
             datastore_error: None,
+            bgp_blocked: None,
             peers: BTreeMap::new(),
             last_tick: Instant::now(),
             in_grace: true,
@@ -167,6 +170,9 @@ impl State {
     pub fn ready(&self) -> (bool, String) {
         if self.intent.is_none() {
             return (false, "no valid configuration has been applied yet".into());
+        }
+        if let Some(why) = &self.bgp_blocked {
+            return (false, why.clone());
         }
         let total = self.peers.len();
         let up = self.peers.values().filter(|p| p.up).count();
