@@ -19,6 +19,7 @@ mod fixtures;
 mod iphlp;
 pub mod notify;
 pub mod record;
+pub mod resolve;
 
 #[cfg(windows)]
 pub use iphlp::WindowsFib;
