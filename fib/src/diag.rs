@@ -305,14 +305,18 @@ pub fn unsupported(peers: &[(String, String)]) -> Vec<Finding> {
         .collect()
 }
 
-/// Routes the kernel refused.
+/// Routes the kernel (or tern itself) refused.
 pub fn refused(failures: &[RouteFailure]) -> Vec<Finding> {
     failures
         .iter()
         .map(|f| Finding {
             kind: FindingKind::RouteRefused,
             subject: f.prefix.to_string(),
-            evidence: format!("the kernel refused to {} the route: {}", f.change, f.reason),
+            evidence: if f.by_tern() {
+                format!("tern did not {} the route: {}", f.change, f.reason)
+            } else {
+                format!("the kernel refused to {} the route: {}", f.change, f.reason)
+            },
             suggestion: suggestion_for(f.kind).into(),
             severity: Severity::Error,
         })
@@ -328,6 +332,9 @@ fn suggestion_for(kind: FailureKind) -> &'static str {
             "another route for the prefix already exists (another daemon or a static route with the same metric)"
         }
         FailureKind::NotPermitted => "tern lacks CAP_NET_ADMIN",
+        FailureKind::ByTern => {
+            "tern's reason says what is missing; the route is tried again when interfaces or addresses change"
+        }
         FailureKind::NotFound | FailureKind::Other => {
             "see the kernel's reason; `ip route` shows what is installed"
         }

@@ -109,11 +109,15 @@ pub enum FailureKind {
     Unreachable,
     /// tern may not change routes (EPERM, EACCES: no CAP_NET_ADMIN).
     NotPermitted,
+    /// tern refused the change itself, before asking the system: the route cannot be
+    /// expressed there, or its next hop has no interface (the reason says which). Every
+    /// other kind is the system's refusal.
+    ByTern,
     /// Anything else.
     Other,
 }
 
-/// A change the kernel refused.
+/// A change the kernel refused, or tern itself ([`FailureKind::ByTern`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RouteFailure {
     /// The route's prefix.
@@ -124,6 +128,13 @@ pub struct RouteFailure {
     pub reason: String,
     /// The reason's kind.
     pub kind: FailureKind,
+}
+
+impl RouteFailure {
+    /// Whether tern refused the change itself rather than the system.
+    pub fn by_tern(&self) -> bool {
+        self.kind == FailureKind::ByTern
+    }
 }
 
 impl std::fmt::Display for RouteFailure {

@@ -41,7 +41,7 @@ pub fn resolve(want: &Route, tunnel: Option<u32>) -> Result<Cow<'_, Route>, Rout
         None => Err(RouteFailure {
             prefix: want.prefix,
             change: "add",
-            kind: FailureKind::Other,
+            kind: FailureKind::ByTern,
             reason: format!(
                 "no {TUNNEL_DEVICE} device, and the IP pool asks for IPIP (load the ipip module; calico-node creates {TUNNEL_DEVICE})"
             ),

@@ -1,20 +1,32 @@
 //! Carrying out a batch of route changes as row calls, with the bookkeeping that keeps
 //! tern's record and its view of the table equal to what the kernel accepted. Pure
 //! apart from the [`RowOps`] it is handed (IP Helper in `iphlp`, a fake kernel in the
-//! tests), so the order of calls, the undo of a refused change and the saving of the
-//! record are tested on every platform.
+//! tests), so the resolution of next hops to interfaces, the order of calls, the undo
+//! of a refused change and the saving of the record are tested on every platform.
+//! Every refusal says who refused: tern (before any call) or the system (a call's
+//! Win32 error).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use super::convert::{
     describe_hop, plan, InstalledRow, Record, RecordEntry, RowKey, Table, WantedRow,
     PROTOCOL_NETMGMT,
 };
-use crate::{ApplyReport, RouteChange, RouteFailure};
+use super::resolve::{complete, Lookup, Tables};
+use crate::{ApplyReport, FailureKind, Route, RouteChange, RouteFailure};
 
-/// The kernel's row calls, as [`execute`] needs them (IP Helper in `iphlp`, a fake in
+/// The kernel's calls, as [`execute`] needs them (IP Helper in `iphlp`, a fake in
 /// tests). Errors are reasons ready for a [`RouteFailure`].
 pub trait RowOps {
-    /// Creates a row; returns the LUID of its interface.
-    fn create(&mut self, row: &WantedRow) -> Result<u64, String>;
+    /// The interface and address tables next hops are resolved against
+    /// (GetIpInterfaceTable, GetUnicastIpAddressTable).
+    fn tables(&mut self) -> Result<Tables, String>;
+    /// How the system routes to `addr` (GetBestRoute2).
+    fn best_route(&mut self, addr: IpAddr) -> Lookup;
+    /// Creates a row on the interface with LUID `luid` (`None`: not known yet, look it
+    /// up from the index); returns the LUID used.
+    fn create(&mut self, row: &WantedRow, luid: Option<u64>) -> Result<u64, String>;
     /// Sets the metric of an existing row.
     fn update(&mut self, row: &WantedRow, luid: u64) -> Result<(), String>;
     /// Deletes a row; a row that is already gone is not an error.
@@ -27,16 +39,21 @@ pub trait RowOps {
 /// (with any metric already updated). A refused delete stops the change there, the new
 /// rows in place beside some old ones: [`super::convert::own_routes`] shows that mix
 /// and reconcile replaces it again.
+///
+/// Next hops without an interface are first resolved against `tables` (see
+/// [`super::resolve`]); one that cannot be is tern's refusal, and no call is made.
 pub fn execute(
     change: &RouteChange,
+    tables: &Tables,
     table: &mut Table,
     record: &mut Record,
     ops: &mut impl RowOps,
-) -> Result<(), String> {
-    let plan = plan(change, table, record)?;
+) -> Result<(), Refused> {
+    let (change, luids) = resolved(change, tables, ops).map_err(Refused::ByTern)?;
+    let plan = plan(&change, table, record).map_err(Refused::ByTern)?;
     let mut created: Vec<(RowKey, u64)> = Vec::new();
     for w in &plan.create {
-        let luid = match ops.create(w) {
+        let luid = match ops.create(w, luids.get(&w.key.interface).copied()) {
             Ok(luid) => luid,
             Err(e) => return Err(roll_back(e, &created, table, record, ops)),
         };
@@ -71,7 +88,7 @@ pub fn execute(
         });
     }
     for (key, luid) in &plan.delete {
-        ops.delete(key, *luid)?;
+        ops.delete(key, *luid).map_err(Refused::BySystem)?;
         table.remove(key);
         record.remove(key);
     }
@@ -81,13 +98,49 @@ pub fn execute(
     Ok(())
 }
 
+/// Who refused a change, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// tern, before any call: the route cannot be expressed as rows, or a next hop has
+    /// no interface.
+    ByTern(String),
+    /// The system: a call failed (the reason names it and the Win32 error).
+    BySystem(String),
+}
+
+impl Refused {
+    /// The reason, in words.
+    pub fn reason(&self) -> &str {
+        match self {
+            Refused::ByTern(r) | Refused::BySystem(r) => r,
+        }
+    }
+}
+
+/// The change with its next hops' interfaces filled in, and their LUIDs.
+fn resolved(
+    change: &RouteChange,
+    tables: &Tables,
+    ops: &mut impl RowOps,
+) -> Result<(RouteChange, BTreeMap<u32, u64>), String> {
+    let mut best = |a: IpAddr| ops.best_route(a);
+    let mut done = |r: &Route, wrap: fn(Route) -> RouteChange| {
+        complete(r, tables, &mut best).map(|(r, luids)| (wrap(r), luids))
+    };
+    match change {
+        RouteChange::Add(r) => done(r, RouteChange::Add),
+        RouteChange::Replace(r) => done(r, RouteChange::Replace),
+        RouteChange::Delete { .. } => Ok((change.clone(), BTreeMap::new())),
+    }
+}
+
 fn roll_back(
     reason: String,
     created: &[(RowKey, u64)],
     table: &mut Table,
     record: &mut Record,
     ops: &mut impl RowOps,
-) -> String {
+) -> Refused {
     let mut reason = reason;
     for (key, luid) in created {
         match ops.delete(key, *luid) {
@@ -102,7 +155,7 @@ fn roll_back(
             )),
         }
     }
-    reason
+    Refused::BySystem(reason)
 }
 
 /// Applies a batch: every change is attempted in order, each refusal reported with its
@@ -121,10 +174,11 @@ pub fn apply_batch(
     let before = record.clone();
     let mut report = ApplyReport::default();
     let mut applied: Vec<&RouteChange> = Vec::new();
+    let tables = read_tables(changes, ops);
     for change in changes {
-        match execute(change, table, record, ops) {
+        match execute(change, &tables, table, record, ops) {
             Ok(()) => applied.push(change),
-            Err(reason) => report.failed.push(failure(change, reason)),
+            Err(refused) => report.failed.push(refusal(change, refused)),
         }
     }
     report.applied = applied.len();
@@ -132,9 +186,11 @@ pub fn apply_batch(
         if let Err(e) = save(record) {
             report.applied = 0;
             report.failed.extend(applied.into_iter().map(|c| {
-                failure(
+                refusal(
                     c,
-                    format!("applied, but tern's route record could not be saved: {e}"),
+                    Refused::BySystem(format!(
+                        "applied, but tern's route record could not be saved: {e}"
+                    )),
                 )
             }));
         }
@@ -142,16 +198,40 @@ pub fn apply_batch(
     report
 }
 
-fn failure(change: &RouteChange, reason: String) -> RouteFailure {
+/// The tables, read once per batch when a change may need them. If they cannot be
+/// read, next hops are resolved by GetBestRoute2 alone (and LUIDs from the index), so a
+/// failed read costs precision, not the batch.
+fn read_tables(changes: &[RouteChange], ops: &mut impl RowOps) -> Tables {
+    if changes
+        .iter()
+        .all(|c| matches!(c, RouteChange::Delete { .. }))
+    {
+        return Tables::default();
+    }
+    ops.tables().unwrap_or_else(|e| {
+        tracing::warn!("reading the interface tables to resolve next hops: {e}");
+        Tables::default()
+    })
+}
+
+fn refusal(change: &RouteChange, refused: Refused) -> RouteFailure {
+    let kind = match refused {
+        Refused::ByTern(_) => FailureKind::ByTern,
+        // IP Helper's codes are not sorted into kinds yet (ERROR_OBJECT_ALREADY_EXISTS
+        // would be Exists, ERROR_NOT_FOUND NotFound).
+        Refused::BySystem(_) => FailureKind::Other,
+    };
     RouteFailure {
         prefix: change.prefix(),
         change: change.verb(),
-        reason,
-        // IP Helper's codes are not sorted into kinds yet (ERROR_OBJECT_ALREADY_EXISTS
-        // would be Exists, ERROR_NOT_FOUND NotFound).
-        kind: crate::FailureKind::Other,
+        reason: match refused {
+            Refused::ByTern(r) | Refused::BySystem(r) => r,
+        },
+        kind,
     }
 }
 
+#[cfg(test)]
+mod recorded;
 #[cfg(test)]
 mod tests;

@@ -16,9 +16,10 @@ use windows_sys::Win32::Foundation::{
 };
 use windows_sys::Win32::NetworkManagement::IpHelper::{
     ConvertInterfaceIndexToLuid, CreateIpForwardEntry2, DeleteIpForwardEntry2, FreeMibTable,
-    GetBestRoute2, GetIfTable2, GetIpForwardTable2, GetIpNetTable2, GetUnicastIpAddressTable,
-    InitializeIpForwardEntry, SetIpForwardEntry2, MIB_IF_ROW2, MIB_IF_TABLE2, MIB_IPFORWARD_ROW2,
-    MIB_IPFORWARD_TABLE2, MIB_IPNET_ROW2, MIB_IPNET_TABLE2, MIB_UNICASTIPADDRESS_ROW,
+    GetBestRoute2, GetIfTable2, GetIpForwardTable2, GetIpInterfaceTable, GetIpNetTable2,
+    GetUnicastIpAddressTable, InitializeIpForwardEntry, SetIpForwardEntry2, MIB_IF_ROW2,
+    MIB_IF_TABLE2, MIB_IPFORWARD_ROW2, MIB_IPFORWARD_TABLE2, MIB_IPINTERFACE_ROW,
+    MIB_IPINTERFACE_TABLE, MIB_IPNET_ROW2, MIB_IPNET_TABLE2, MIB_UNICASTIPADDRESS_ROW,
     MIB_UNICASTIPADDRESS_TABLE,
 };
 use windows_sys::Win32::NetworkManagement::Ndis::{IfOperStatusUp, NET_LUID_LH};
@@ -28,6 +29,7 @@ use windows_sys::Win32::Networking::WinSock::{
 
 use super::batch::{apply_batch, RowOps};
 use super::convert::{self, InstalledRow, Record, RowKey, Table, WantedRow};
+use super::resolve::{AddrRow, IfRow, Lookup, Tables, Via};
 use crate::{ApplyReport, Fib, FibError, Interface, Neighbour, Route, RouteChange, RouteFailure};
 
 // convert decides ownership with its own copy of the protocol number.
@@ -38,8 +40,10 @@ const _: () = assert!(convert::PROTOCOL_NETMGMT == MIB_IPPROTO_NETMGMT);
 /// Rows are created with protocol NETMGMT and listed in a record file (see
 /// [`super::record`]); only rows in the record are ever updated or deleted, and
 /// [`Fib::own_routes`] returns only those still in the table. Blackhole and unreachable
-/// routes, tables other than 254, next hops without an interface and unequal ECMP
-/// weights are refused per change with the reason (see [`super::convert`]). The route
+/// routes, tables other than 254 and unequal ECMP weights are refused per change with
+/// the reason (see [`super::convert`]). A next hop without an interface gets one first,
+/// from the connected subnets or GetBestRoute2 (see [`super::resolve`]); one that has
+/// none is refused by tern with what the look-up said. The route
 /// metric is written as given; Windows adds the interface metric when it chooses.
 ///
 /// Route programming needs an administrator or LocalSystem. The calls are synchronous
@@ -91,37 +95,81 @@ impl WindowsFib {
 
 /// GetBestRoute2 for `addr`: `Ok(None)` when there is no route, `Err` when the call
 /// itself fails (the reason names the call and Windows' code).
-fn best_route(addr: IpAddr) -> Result<Option<crate::diag::Resolution>, String> {
-    {
-        let dst = to_sockaddr(addr);
-        let mut best = MIB_IPFORWARD_ROW2::default();
-        let mut source = SOCKADDR_INET::default();
-        // SAFETY: every pointer is to a live local for the duration of the call; the
-        // optional LUID and source address are null, as the call allows.
-        let rc = unsafe {
-            GetBestRoute2(
-                std::ptr::null(),
-                0,
-                std::ptr::null(),
-                &dst,
-                0,
-                &mut best,
-                &mut source,
-            )
-        };
-        match rc {
-            NO_ERROR => {}
-            ERROR_NOT_FOUND | ERROR_NETWORK_UNREACHABLE => return Ok(None),
-            _ => return Err(reason("GetBestRoute2", rc)),
-        }
-        // An unspecified next hop means on-link: no gateway in between.
-        let gateway = from_sockaddr(&best.NextHop).filter(|g| !g.is_unspecified());
-        let interface = list_interfaces()
-            .ok()
-            .and_then(|l| l.into_iter().find(|i| i.index == best.InterfaceIndex))
-            .map_or_else(|| format!("interface {}", best.InterfaceIndex), |i| i.name);
-        Ok(Some(crate::diag::Resolution { gateway, interface }))
+fn best_row(addr: IpAddr) -> Result<Option<MIB_IPFORWARD_ROW2>, String> {
+    let dst = to_sockaddr(addr);
+    let mut best = MIB_IPFORWARD_ROW2::default();
+    let mut source = SOCKADDR_INET::default();
+    // SAFETY: every pointer is to a live local for the duration of the call; the
+    // optional LUID and source address are null, as the call allows.
+    let rc = unsafe {
+        GetBestRoute2(
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            &dst,
+            0,
+            &mut best,
+            &mut source,
+        )
+    };
+    match rc {
+        NO_ERROR => Ok(Some(best)),
+        ERROR_NOT_FOUND | ERROR_NETWORK_UNREACHABLE => Ok(None),
+        _ => Err(reason("GetBestRoute2", rc)),
     }
+}
+
+/// [`best_row`] as `tern diagnose` shows it: the gateway when the route has one, and
+/// the interface's name.
+fn best_route(addr: IpAddr) -> Result<Option<crate::diag::Resolution>, String> {
+    let Some(best) = best_row(addr)? else {
+        return Ok(None);
+    };
+    // An unspecified next hop means on-link: no gateway in between.
+    let gateway = from_sockaddr(&best.NextHop).filter(|g| !g.is_unspecified());
+    let interface = list_interfaces()
+        .ok()
+        .and_then(|l| l.into_iter().find(|i| i.index == best.InterfaceIndex))
+        .map_or_else(|| format!("interface {}", best.InterfaceIndex), |i| i.name);
+    Ok(Some(crate::diag::Resolution { gateway, interface }))
+}
+
+/// The interface and address tables next hops are resolved against.
+fn resolve_tables() -> Result<Tables, String> {
+    let get_ifs = |t: *mut *mut MIB_IPINTERFACE_TABLE| {
+        // SAFETY: `get_table` passes a valid out-pointer that outlives the call.
+        unsafe { GetIpInterfaceTable(AF_UNSPEC, t) }
+    };
+    // SAFETY: GetIpInterfaceTable stores a MIB_IPINTERFACE_TABLE on success.
+    let ifs = unsafe { get_table("GetIpInterfaceTable", get_ifs) }?;
+    let get_addrs = |t: *mut *mut MIB_UNICASTIPADDRESS_TABLE| {
+        // SAFETY: `get_table` passes a valid out-pointer that outlives the call.
+        unsafe { GetUnicastIpAddressTable(AF_UNSPEC, t) }
+    };
+    // SAFETY: GetUnicastIpAddressTable stores a MIB_UNICASTIPADDRESS_TABLE on success.
+    let addrs = unsafe { get_table("GetUnicastIpAddressTable", get_addrs) }?;
+    Ok(Tables {
+        interfaces: ifs
+            .iter()
+            .filter(|r| r.Family == AF_INET || r.Family == AF_INET6)
+            .map(|r| IfRow {
+                index: r.InterfaceIndex,
+                luid: luid_value(&r.InterfaceLuid),
+                up: r.Connected,
+                v4: r.Family == AF_INET,
+            })
+            .collect(),
+        addresses: addrs
+            .iter()
+            .filter_map(|a| {
+                Some(AddrRow {
+                    index: a.InterfaceIndex,
+                    address: from_sockaddr(&a.Address)?,
+                    prefix_len: a.OnLinkPrefixLength,
+                })
+            })
+            .collect(),
+    })
 }
 
 pub(super) fn reason(call: &str, code: WIN32_ERROR) -> String {
@@ -172,6 +220,7 @@ macro_rules! mib_table {
 
 mib_table!(MIB_IPFORWARD_TABLE2 => MIB_IPFORWARD_ROW2);
 mib_table!(MIB_IF_TABLE2 => MIB_IF_ROW2);
+mib_table!(MIB_IPINTERFACE_TABLE => MIB_IPINTERFACE_ROW);
 mib_table!(MIB_UNICASTIPADDRESS_TABLE => MIB_UNICASTIPADDRESS_ROW);
 mib_table!(MIB_IPNET_TABLE2 => MIB_IPNET_ROW2);
 
@@ -302,13 +351,33 @@ fn mib_row(key: &RowKey, luid: u64, metric: u32) -> MIB_IPFORWARD_ROW2 {
 struct IpHelper;
 
 impl RowOps for IpHelper {
-    fn create(&mut self, row: &WantedRow) -> Result<u64, String> {
-        let mut luid = NET_LUID_LH::default();
-        // SAFETY: `luid` is a valid out-pointer for the duration of the call.
-        let code = unsafe { ConvertInterfaceIndexToLuid(row.key.interface, &mut luid) };
-        check("ConvertInterfaceIndexToLuid", code)
-            .map_err(|e| format!("interface {}: {e}", row.key.interface))?;
-        let luid = luid_value(&luid);
+    fn tables(&mut self) -> Result<Tables, String> {
+        resolve_tables()
+    }
+
+    fn best_route(&mut self, addr: IpAddr) -> Lookup {
+        match best_row(addr) {
+            Ok(Some(r)) => Lookup::Found(Via {
+                index: r.InterfaceIndex,
+                luid: luid_value(&r.InterfaceLuid),
+            }),
+            Ok(None) => Lookup::NoRoute,
+            Err(e) => Lookup::Failed(e),
+        }
+    }
+
+    fn create(&mut self, row: &WantedRow, luid: Option<u64>) -> Result<u64, String> {
+        let luid = match luid {
+            Some(luid) => luid,
+            None => {
+                let mut luid = NET_LUID_LH::default();
+                // SAFETY: `luid` is a valid out-pointer for the duration of the call.
+                let code = unsafe { ConvertInterfaceIndexToLuid(row.key.interface, &mut luid) };
+                check("ConvertInterfaceIndexToLuid", code)
+                    .map_err(|e| format!("interface {}: {e}", row.key.interface))?;
+                luid_value(&luid)
+            }
+        };
         let mib = mib_row(&row.key, luid, row.metric);
         // SAFETY: `mib` is a fully initialised row that outlives the call, which reads it.
         check("CreateIpForwardEntry2", unsafe {

@@ -8,9 +8,12 @@
 //! interface of its family (longest prefix wins); else GetBestRoute2's answer; else it
 //! is refused by tern, saying whether the look-up found no route or itself failed.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+
+use crate::{Route, RouteKind};
 
 /// One row of the IP interface table: an interface in one address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +147,38 @@ pub fn resolve(
             "next hop {hop} is on no connected subnet, and looking up a route to it failed: {e}"
         )),
     }
+}
+
+/// `route` with an interface on every next hop that has a gateway but no interface,
+/// and the LUID of every interface its next hops use (where the table knows it). The
+/// error is tern's refusal of the route (the first hop that cannot be resolved).
+pub fn complete(
+    route: &Route,
+    tables: &Tables,
+    best: &mut impl FnMut(IpAddr) -> Lookup,
+) -> Result<(Route, BTreeMap<u32, u64>), String> {
+    let mut route = route.clone();
+    let mut luids = BTreeMap::new();
+    if let RouteKind::Unicast(hops) = &mut route.kind {
+        for hop in hops.iter_mut() {
+            let addr = hop.gateway.unwrap_or(route.prefix.addr());
+            match (hop.interface, hop.gateway) {
+                (Some(index), _) => {
+                    if let Some(luid) = tables.luid(index, addr) {
+                        luids.insert(index, luid);
+                    }
+                }
+                (None, Some(gw)) => {
+                    let via = resolve(tables, gw, best)?;
+                    hop.interface = Some(via.index);
+                    luids.insert(via.index, via.luid);
+                }
+                // No gateway and no interface: the row builder refuses it.
+                (None, None) => {}
+            }
+        }
+    }
+    Ok((route, luids))
 }
 
 #[cfg(test)]

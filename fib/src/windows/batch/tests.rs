@@ -1,6 +1,8 @@
 //! Execution against a fake kernel: call order, undo, the batch's view of the table
 //! and the saving of the record.
 
+use std::net::IpAddr;
+
 use super::*;
 use crate::windows::convert::{own_routes, MAIN_TABLE};
 use crate::windows::fixtures::*;
@@ -24,7 +26,14 @@ impl FakeKernel {
 }
 
 impl RowOps for FakeKernel {
-    fn create(&mut self, row: &WantedRow) -> Result<u64, String> {
+    fn tables(&mut self) -> Result<Tables, String> {
+        Ok(Tables::default())
+    }
+    fn best_route(&mut self, addr: IpAddr) -> Lookup {
+        self.calls.push(format!("best {addr}"));
+        Lookup::NoRoute
+    }
+    fn create(&mut self, row: &WantedRow, _: Option<u64>) -> Result<u64, String> {
         self.call(format!("create {}", row.key.next_hop))?;
         Ok(1000 + u64::from(row.key.interface))
     }
@@ -48,7 +57,13 @@ fn a_replace_makes_the_new_rows_before_breaking_the_old_ones() {
         7,
     ));
     assert_eq!(
-        execute(&change, &mut table, &mut record, &mut kernel),
+        execute(
+            &change,
+            &Tables::default(),
+            &mut table,
+            &mut record,
+            &mut kernel
+        ),
         Ok(())
     );
     assert_eq!(
@@ -79,8 +94,15 @@ fn a_refused_row_undoes_the_rows_created_for_the_change() {
         vec![hop("198.51.100.2", 4), hop("198.51.100.3", 4)],
         5,
     ));
-    let e = execute(&add, &mut table, &mut record, &mut kernel).expect_err("refused");
-    assert_eq!(e, "refused create 198.51.100.3");
+    let e = execute(
+        &add,
+        &Tables::default(),
+        &mut table,
+        &mut record,
+        &mut kernel,
+    )
+    .expect_err("refused");
+    assert_eq!(e, Refused::BySystem("refused create 198.51.100.3".into()));
     assert_eq!(
         kernel.calls,
         [
@@ -95,10 +117,18 @@ fn a_refused_row_undoes_the_rows_created_for_the_change() {
     );
     // If the undo is refused too, the row stays recorded: it is still tern's.
     kernel.refuse.push("delete 198.51.100.2".into());
-    let e = execute(&add, &mut table, &mut record, &mut kernel).expect_err("refused");
+    let e = execute(
+        &add,
+        &Tables::default(),
+        &mut table,
+        &mut record,
+        &mut kernel,
+    )
+    .expect_err("refused");
     assert!(
-        e.contains("undoing the row via 198.51.100.2 on interface 4 failed"),
-        "{e}"
+        e.reason()
+            .contains("undoing the row via 198.51.100.2 on interface 4 failed"),
+        "{e:?}"
     );
     assert_eq!(
         record.entries().map(|e| e.key).collect::<Vec<_>>(),
@@ -169,7 +199,16 @@ fn rows_deleted_behind_terns_back_are_recreated_if_wanted_and_forgotten_if_not()
         "gone from the table"
     );
     let add = RouteChange::Add(route(P1, vec![hop("198.51.100.2", 4)], 5));
-    assert_eq!(execute(&add, &mut table, &mut record, &mut kernel), Ok(()));
+    assert_eq!(
+        execute(
+            &add,
+            &Tables::default(),
+            &mut table,
+            &mut record,
+            &mut kernel
+        ),
+        Ok(())
+    );
     assert_eq!(kernel.calls, ["create 198.51.100.2"]);
     assert_eq!(record, record_of(&[mine(k)]));
     assert_eq!(table.rows().copied().collect::<Vec<_>>(), [live(k, 5)]);
@@ -191,4 +230,22 @@ fn an_unsaved_record_turns_the_applied_changes_into_failures() {
     assert!(report.failed[0]
         .reason
         .contains("could not be saved: disk full"));
+}
+
+#[test]
+fn a_refusal_by_the_system_is_counted_as_the_systems() {
+    let mut kernel = FakeKernel {
+        refuse: vec!["create 198.51.100.2".into()],
+        ..FakeKernel::default()
+    };
+    let changes = [RouteChange::Add(route(P1, vec![hop("198.51.100.2", 4)], 5))];
+    let report = apply_batch(
+        &changes,
+        &mut Table::default(),
+        &mut Record::default(),
+        &mut kernel,
+        |_| Ok(()),
+    );
+    assert_eq!(report.failed.len(), 1);
+    assert!(!report.failed[0].by_tern(), "{:?}", report.failed[0]);
 }
