@@ -263,13 +263,22 @@ pub fn fib(r: &FibReply) -> String {
     if r.disabled {
         return "The FIB is off (fib: { enabled: false } in tern.yaml): tern installs no routes and checks none.\n".into();
     }
+    // The daemon lists the kernel's refusals first, then tern's own; a failure that
+    // is neither (the kernel's routes could not be read) counts with the kernel's, as
+    // it always has.
+    let by_tern = r.refused_by_tern.min(r.failures.len());
+    let (kernel, tern) = r.failures.split_at(r.failures.len() - by_tern);
     let mut out = format!(
-        "{} installed, {} missing, {} unexpected, {} refused by the kernel\n",
+        "{} installed, {} missing, {} unexpected, {} refused by the kernel",
         r.installed.len(),
         r.missing.len(),
         r.unexpected.len(),
-        r.failures.len()
+        kernel.len()
     );
+    if !tern.is_empty() {
+        let _ = write!(out, ", {} refused by tern", tern.len());
+    }
+    out.push('\n');
     if r.missing.is_empty() && r.unexpected.is_empty() && r.failures.is_empty() {
         let _ = writeln!(
             out,
@@ -292,10 +301,15 @@ pub fn fib(r: &FibReply) -> String {
             fib_table(&r.unexpected)
         );
     }
-    if !r.failures.is_empty() {
-        let _ = writeln!(out, "\nRefused by the kernel:");
-        for f in &r.failures {
-            let _ = writeln!(out, "  {f}");
+    for (title, list) in [
+        ("Refused by the kernel:", kernel),
+        ("Refused by tern (not sent to the kernel):", tern),
+    ] {
+        if !list.is_empty() {
+            let _ = writeln!(out, "\n{title}");
+            for f in list {
+                let _ = writeln!(out, "  {f}");
+            }
         }
     }
     out

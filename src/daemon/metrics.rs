@@ -265,11 +265,14 @@ fn fib_metrics(reg: &mut Registry, f: &FibReply) {
             (label(&[("state", "unexpected")]), n(f.unexpected.len())),
         ],
     );
-    single(
+    gauge(
         reg,
         "fib_refused",
-        "Routes the kernel refused",
-        n(f.failures.len()),
+        "Refused routes, by who refused them: the kernel (IP Helper on Windows) or tern itself",
+        vec![
+            (label(&[("by", "kernel")]), n(f.refused_by_system)),
+            (label(&[("by", "tern")]), n(f.refused_by_tern)),
+        ],
     );
     let secs = Gauge::<f64, AtomicU64>::default();
     secs.set(f.last_apply_seconds);
@@ -297,4 +300,26 @@ fn diagnose_metrics(reg: &mut Registry, d: &DiagnoseReply) {
             .map(|((k, s), v)| (label(&[("kind", &k), ("severity", &s)]), v))
             .collect(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Refusals are split by who refused them, one series each.
+    #[test]
+    fn refused_routes_are_counted_by_who_refused_them() {
+        let f = FibReply {
+            failures: vec!["a".into(), "b".into(), "c".into()],
+            refused_by_system: 1,
+            refused_by_tern: 2,
+            ..FibReply::default()
+        };
+        let mut reg = Registry::with_prefix("tern");
+        fib_metrics(&mut reg, &f);
+        let mut out = String::new();
+        assert!(encode(&mut out, &reg).is_ok());
+        assert!(out.contains("tern_fib_refused{by=\"kernel\"} 1\n"), "{out}");
+        assert!(out.contains("tern_fib_refused{by=\"tern\"} 2\n"), "{out}");
+    }
 }

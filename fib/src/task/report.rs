@@ -61,8 +61,17 @@ pub struct FibReply {
     /// tern's protocol routes in the kernel that are not wanted (kept during graceful
     /// restart, or left by someone).
     pub unexpected: Vec<FibRoute>,
-    /// Changes the kernel refused, with its reason.
+    /// Refused changes, with the reason: first the `refused_by_system` ones the kernel
+    /// refused (its error), then the `refused_by_tern` ones tern did not send (what is
+    /// missing). A failure to read the kernel's routes is listed here too, uncounted.
     pub failures: Vec<String>,
+    /// Changes the kernel (on Windows: IP Helper) refused.
+    #[serde(default)]
+    pub refused_by_system: usize,
+    /// Changes tern refused itself before asking the kernel (a route the platform
+    /// cannot express, a next hop without an interface, no IPIP device).
+    #[serde(default)]
+    pub refused_by_tern: usize,
     /// Seconds the last batch of kernel changes took.
     #[serde(default)]
     pub last_apply_seconds: f64,
@@ -96,7 +105,15 @@ impl<B: Backend> Task<B> {
                 out.unexpected.push(FibRoute::from(k));
             }
         }
-        out.failures = self.refusals.iter().map(|f| f.to_string()).collect();
+        let (tern, system): (Vec<&RouteFailure>, Vec<&RouteFailure>) =
+            self.refusals.iter().partition(|f| f.by_tern());
+        out.refused_by_system = system.len();
+        out.refused_by_tern = tern.len();
+        out.failures = system
+            .into_iter()
+            .chain(tern)
+            .map(|f| f.to_string())
+            .collect();
         out.last_apply_seconds = self.last_apply.as_secs_f64();
         out
     }

@@ -241,6 +241,8 @@ async fn a_refused_route_is_retried_after_the_retry_time() {
         report.failures.iter().any(|f| f.contains("198.18.1.0/26")),
         "{report:?}"
     );
+    let by = (report.refused_by_system, report.refused_by_tern);
+    assert_eq!(by, (1, 0), "the kernel refused it: {report:?}");
     h.kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
     tokio::time::sleep(RETRY / 2).await;
     assert_eq!(
@@ -267,6 +269,8 @@ async fn an_ipip_route_waits_for_the_tunnel_device() {
         report.failures.iter().any(|f| f.contains(TUNNEL_DEVICE)),
         "{report:?}"
     );
+    let by = (report.refused_by_system, report.refused_by_tern);
+    assert_eq!(by, (0, 1), "tern held it back: {report:?}");
     h.kernel
         .0
         .lock()

@@ -291,6 +291,30 @@ fn fib_in_sync_says_so() {
 }
 
 #[test]
+fn fib_counts_terns_refusals_apart_from_the_kernels() {
+    let r = FibReply {
+        failures: vec![
+            "add 198.18.4.64/26: The object already exists. (Win32 error 5010)".into(),
+            "add 198.19.1.0/24: next hop 203.0.113.1 is on no connected subnet and GetBestRoute2 found no route to it".into(),
+            "add 198.19.2.0/24: Windows has no blackhole routes; the prefix is left unrouted".into(),
+        ],
+        refused_by_system: 1,
+        refused_by_tern: 2,
+        ..FibReply::default()
+    };
+    let got = fib(&r);
+    assert_eq!(
+        got.lines().next(),
+        Some("0 installed, 0 missing, 0 unexpected, 1 refused by the kernel, 2 refused by tern")
+    );
+    let kernel = got.find("Refused by the kernel:\n  add 198.18.4.64/26");
+    let tern = got.find("Refused by tern (not sent to the kernel):\n  add 198.19.1.0/24");
+    assert!(kernel.is_some() && tern.is_some(), "\n{got}");
+    assert!(kernel < tern, "\n{got}");
+    assert!(!got[..tern.unwrap_or(0)].contains("198.19.2.0"), "\n{got}");
+}
+
+#[test]
 fn fib_off_says_so_and_counts_nothing() {
     let off = FibReply {
         disabled: true,
