@@ -24,7 +24,7 @@ pub enum FindingKind {
     NoLayer2Reachability,
     /// A next hop is reached only through a gateway (recursive resolution).
     RecursiveNextHop,
-    /// The kernel has no route at all to a next hop.
+    /// The kernel has no route at all to a next hop, or the look-up failed.
     UnresolvedNextHop,
     /// The neighbour entry of a next hop is FAILED: it does not answer ARP / NDP.
     NeighbourFailed,
@@ -99,8 +99,9 @@ pub struct NextHopFacts {
     pub example_prefix: IpNet,
     /// How many prefixes use it.
     pub prefixes: usize,
-    /// The kernel's answer for it; `None`: no route at all.
-    pub resolution: Option<Resolution>,
+    /// The kernel's answer for it; `Ok(None)`: no route at all; `Err`: the look-up
+    /// failed, so nothing is known.
+    pub resolution: Result<Option<Resolution>, String>,
 }
 
 fn networks(interfaces: &[Interface], family_v4: bool) -> String {
@@ -167,14 +168,21 @@ pub fn next_hops(
             n => format!("used by {n} prefixes such as {}", h.example_prefix),
         };
         match &h.resolution {
-            None => out.push(Finding {
+            Err(e) => out.push(Finding {
+                kind: FindingKind::UnresolvedNextHop,
+                subject: subject.clone(),
+                evidence: format!("look-up failed: {e} ({used}; how the system reaches {} is unknown)", h.address),
+                suggestion: "the look-up itself failed, which says nothing about the route: see the error; `tern fib` shows whether the routes were installed".into(),
+                severity: Severity::Warning,
+            }),
+            Ok(None) => out.push(Finding {
                 kind: FindingKind::UnresolvedNextHop,
                 subject: subject.clone(),
                 evidence: format!("the kernel has no route to {} ({used})", h.address),
                 suggestion: "traffic to those prefixes is dropped: add a route to the next hop, or have the peer advertise a next hop on this node's network (next-hop-self)".into(),
                 severity: Severity::Error,
             }),
-            Some(Resolution { gateway: Some(gw), interface }) => out.push(Finding {
+            Ok(Some(Resolution { gateway: Some(gw), interface })) => out.push(Finding {
                 kind: FindingKind::RecursiveNextHop,
                 subject: subject.clone(),
                 evidence: format!(
@@ -189,7 +197,7 @@ pub fn next_hops(
                 },
                 severity: Severity::Info,
             }),
-            Some(_) => {}
+            Ok(Some(_)) => {}
         }
         for n in neighbours.iter().filter(|n| n.address == h.address) {
             let (kind, what, severity) = match n.state {

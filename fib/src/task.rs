@@ -39,26 +39,30 @@ const RESYNC_GAP: Duration = Duration::from_secs(1);
 
 /// A FIB backend plus the one question diagnostics ask that [`Fib`] does not.
 pub trait Backend: Fib + Send + 'static {
-    /// How the kernel reaches `addr` (`ip route get`), when the platform can tell.
-    fn resolve(&self, addr: IpAddr) -> impl Future<Output = Option<Resolution>> + Send;
+    /// How the kernel reaches `addr` (`ip route get`, GetBestRoute2): `Ok(None)` when
+    /// it has no route, `Err` when the look-up itself failed (not an answer).
+    fn resolve(
+        &self,
+        addr: IpAddr,
+    ) -> impl Future<Output = Result<Option<Resolution>, String>> + Send;
 }
 
 #[cfg(target_os = "linux")]
 impl Backend for crate::linux::LinuxFib {
-    async fn resolve(&self, addr: IpAddr) -> Option<Resolution> {
-        self.route_to(addr).await.ok().flatten()
+    async fn resolve(&self, addr: IpAddr) -> Result<Option<Resolution>, String> {
+        self.route_to(addr).await.map_err(|e| e.to_string())
     }
 }
 
 impl Backend for crate::memory::MemoryFib {
-    async fn resolve(&self, _addr: IpAddr) -> Option<Resolution> {
-        None
+    async fn resolve(&self, _addr: IpAddr) -> Result<Option<Resolution>, String> {
+        Ok(None)
     }
 }
 
 #[cfg(windows)]
 impl Backend for crate::windows::WindowsFib {
-    async fn resolve(&self, addr: IpAddr) -> Option<Resolution> {
+    async fn resolve(&self, addr: IpAddr) -> Result<Option<Resolution>, String> {
         self.route_to(addr)
     }
 }

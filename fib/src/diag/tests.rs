@@ -112,7 +112,7 @@ fn next_hops_unresolved_recursive_and_failed_neighbours() {
         address: ip(a),
         example_prefix: net("198.18.0.0/26"),
         prefixes: 3,
-        resolution: r,
+        resolution: Ok(r),
     };
     let onlink = Some(Resolution {
         gateway: None,
@@ -265,4 +265,26 @@ fn unsupported_peers_are_errors_that_say_what_is_missing() {
     let v = serde_json::to_value(&f[0]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(v["kind"], "peer-unsupported");
     assert!(unsupported(&[]).is_empty());
+}
+
+#[test]
+fn a_failed_look_up_is_reported_as_failed_not_as_no_route() {
+    let failed = NextHopFacts {
+        address: ip("203.0.113.1"),
+        example_prefix: net("198.19.1.0/24"),
+        prefixes: 1,
+        resolution: Err("GetBestRoute2: The parameter is incorrect. (Win32 error 87)".into()),
+    };
+    let f = next_hops(&[failed], &node(&["198.51.100.1/24"]), &[]);
+    let [one] = f.as_slice() else {
+        panic!("one finding expected: {f:?}")
+    };
+    assert!(
+        one.evidence.starts_with(
+            "look-up failed: GetBestRoute2: The parameter is incorrect. (Win32 error 87)"
+        ),
+        "{}",
+        one.evidence
+    );
+    assert!(!one.evidence.contains("no route"), "{}", one.evidence);
 }

@@ -33,8 +33,8 @@ impl Fib for Shared {
 }
 
 impl Backend for Shared {
-    async fn resolve(&self, _addr: IpAddr) -> Option<Resolution> {
-        None
+    async fn resolve(&self, _addr: IpAddr) -> Result<Option<Resolution>, String> {
+        Ok(None)
     }
 }
 

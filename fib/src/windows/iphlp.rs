@@ -83,13 +83,13 @@ impl WindowsFib {
     }
 
     /// How Windows reaches `addr` (GetBestRoute2, IP Helper's `ip route get`): the
-    /// gateway when the route has one, and the interface's name; `None` when there is
-    /// no route. `tern diagnose` asks this for each next hop. (ResolveIpNetEntry2 is
+    /// gateway when the route has one, and the interface's name; `Ok(None)` when there
+    /// is no route, `Err` when the look-up failed (the Win32 error). `tern diagnose` asks this for each next hop. (ResolveIpNetEntry2 is
     /// not used: it sends ARP / ND and blocks until an answer or a timeout, which would
     /// hold diagnose seconds per silent next hop; the neighbour table's states,
     /// GetIpNetTable2, already say INCOMPLETE or UNREACHABLE.)
-    pub fn route_to(&self, addr: IpAddr) -> Option<crate::diag::Resolution> {
-        best_route(addr).ok().flatten()
+    pub fn route_to(&self, addr: IpAddr) -> Result<Option<crate::diag::Resolution>, String> {
+        best_route(addr)
     }
 }
 
