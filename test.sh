@@ -136,7 +136,7 @@ fi
 
 if [ $release = 1 ]; then
   step "release artifacts (scripts/release.sh) and the image under podman"
-  scripts/release.sh
+  scripts/release.sh --check-reproducible
   TERN_IMAGE_TEST=1 cargo test --locked -p tern --test image_lab -- --nocapture
 fi
 

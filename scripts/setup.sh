@@ -62,7 +62,8 @@ if [ $minimal = 0 ]; then
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
 fi
 if [ $release = 1 ]; then
-  packages+=(musl-tools buildah umoci podman)
+  # runc: podman's default crun (1.8) refuses hybrid cgroup hosts; the image test uses runc.
+  packages+=(musl-tools buildah umoci podman runc)
 fi
 missing=()
 for p in "${packages[@]}"; do
