@@ -20,7 +20,7 @@ use crate::{ApplyReport, FailureKind, Route, RouteChange, RouteFailure};
 /// tests). Errors are reasons ready for a [`RouteFailure`].
 pub trait RowOps {
     /// The interface and address tables next hops are resolved against
-    /// (GetIpInterfaceTable, GetUnicastIpAddressTable).
+    /// (GetIfTable2, GetUnicastIpAddressTable).
     fn tables(&mut self) -> Result<Tables, String>;
     /// How the system routes to `addr` (GetBestRoute2).
     fn best_route(&mut self, addr: IpAddr) -> Lookup;

@@ -16,10 +16,9 @@ use windows_sys::Win32::Foundation::{
 };
 use windows_sys::Win32::NetworkManagement::IpHelper::{
     ConvertInterfaceIndexToLuid, CreateIpForwardEntry2, DeleteIpForwardEntry2, FreeMibTable,
-    GetBestRoute2, GetIfTable2, GetIpForwardTable2, GetIpInterfaceTable, GetIpNetTable2,
-    GetUnicastIpAddressTable, InitializeIpForwardEntry, SetIpForwardEntry2, MIB_IF_ROW2,
-    MIB_IF_TABLE2, MIB_IPFORWARD_ROW2, MIB_IPFORWARD_TABLE2, MIB_IPINTERFACE_ROW,
-    MIB_IPINTERFACE_TABLE, MIB_IPNET_ROW2, MIB_IPNET_TABLE2, MIB_UNICASTIPADDRESS_ROW,
+    GetBestRoute2, GetIfTable2, GetIpForwardTable2, GetIpNetTable2, GetUnicastIpAddressTable,
+    InitializeIpForwardEntry, SetIpForwardEntry2, MIB_IF_ROW2, MIB_IF_TABLE2, MIB_IPFORWARD_ROW2,
+    MIB_IPFORWARD_TABLE2, MIB_IPNET_ROW2, MIB_IPNET_TABLE2, MIB_UNICASTIPADDRESS_ROW,
     MIB_UNICASTIPADDRESS_TABLE,
 };
 use windows_sys::Win32::NetworkManagement::Ndis::{IfOperStatusUp, NET_LUID_LH};
@@ -134,14 +133,17 @@ fn best_route(addr: IpAddr) -> Result<Option<crate::diag::Resolution>, String> {
     Ok(Some(crate::diag::Resolution { gateway, interface }))
 }
 
-/// The interface and address tables next hops are resolved against.
+/// The interface and address tables next hops are resolved against. Interfaces come
+/// from GetIfTable2 (operational state and LUID), one row per family: an interface's
+/// family shows in its addresses, which the resolver matches anyway. (GetIpInterfaceTable
+/// has per-family rows, but Wine 8 answers it "not supported", and the lab runs there.)
 fn resolve_tables() -> Result<Tables, String> {
-    let get_ifs = |t: *mut *mut MIB_IPINTERFACE_TABLE| {
+    let get_ifs = |t: *mut *mut MIB_IF_TABLE2| {
         // SAFETY: `get_table` passes a valid out-pointer that outlives the call.
-        unsafe { GetIpInterfaceTable(AF_UNSPEC, t) }
+        unsafe { GetIfTable2(t) }
     };
-    // SAFETY: GetIpInterfaceTable stores a MIB_IPINTERFACE_TABLE on success.
-    let ifs = unsafe { get_table("GetIpInterfaceTable", get_ifs) }?;
+    // SAFETY: GetIfTable2 stores a MIB_IF_TABLE2 on success.
+    let ifs = unsafe { get_table("GetIfTable2", get_ifs) }?;
     let get_addrs = |t: *mut *mut MIB_UNICASTIPADDRESS_TABLE| {
         // SAFETY: `get_table` passes a valid out-pointer that outlives the call.
         unsafe { GetUnicastIpAddressTable(AF_UNSPEC, t) }
@@ -151,12 +153,13 @@ fn resolve_tables() -> Result<Tables, String> {
     Ok(Tables {
         interfaces: ifs
             .iter()
-            .filter(|r| r.Family == AF_INET || r.Family == AF_INET6)
-            .map(|r| IfRow {
-                index: r.InterfaceIndex,
-                luid: luid_value(&r.InterfaceLuid),
-                up: r.Connected,
-                v4: r.Family == AF_INET,
+            .flat_map(|r| {
+                [true, false].map(|v4| IfRow {
+                    index: r.InterfaceIndex,
+                    luid: luid_value(&r.InterfaceLuid),
+                    up: r.OperStatus == IfOperStatusUp,
+                    v4,
+                })
             })
             .collect(),
         addresses: addrs
@@ -220,7 +223,6 @@ macro_rules! mib_table {
 
 mib_table!(MIB_IPFORWARD_TABLE2 => MIB_IPFORWARD_ROW2);
 mib_table!(MIB_IF_TABLE2 => MIB_IF_ROW2);
-mib_table!(MIB_IPINTERFACE_TABLE => MIB_IPINTERFACE_ROW);
 mib_table!(MIB_UNICASTIPADDRESS_TABLE => MIB_UNICASTIPADDRESS_ROW);
 mib_table!(MIB_IPNET_TABLE2 => MIB_IPNET_ROW2);
 

@@ -1,7 +1,6 @@
 //! Next hops resolved to interfaces, as IP Helper needs them: a forward row names its
 //! interface (index and LUID), and BGP next hops come without one. Pure: the interface
-//! and address tables are passed in (GetIpInterfaceTable, GetUnicastIpAddressTable in
-//! `iphlp`), and so is the GetBestRoute2-style look-up, so every rule is tested on
+//! and address tables are passed in (GetIfTable2, GetUnicastIpAddressTable in `iphlp`), and so is the GetBestRoute2-style look-up, so every rule is tested on
 //! every platform.
 //!
 //! The rule: the next hop is on the on-link subnet of an address of a connected
@@ -15,15 +14,15 @@ use ipnet::IpNet;
 
 use crate::{Route, RouteKind};
 
-/// One row of the IP interface table: an interface in one address family.
+/// An interface in one address family (from GetIfTable2 in `iphlp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IfRow {
     /// Interface index.
     pub index: u32,
     /// Interface LUID.
     pub luid: u64,
-    /// Media connected (MIB_IPINTERFACE_ROW.Connected): a disconnected interface
-    /// carries no traffic, so no next hop is put on it.
+    /// Operationally up: an interface that is down carries no traffic, so no next hop
+    /// is put on it.
     pub up: bool,
     /// The family this row is for (true: IPv4).
     pub v4: bool,
@@ -43,7 +42,7 @@ pub struct AddrRow {
 /// The tables the resolver reads, as IP Helper returned them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tables {
-    /// GetIpInterfaceTable.
+    /// Interfaces, per family.
     pub interfaces: Vec<IfRow>,
     /// GetUnicastIpAddressTable.
     pub addresses: Vec<AddrRow>,

@@ -1,8 +1,9 @@
 //! Reads only: GetIpForwardTable2, GetIfTable2 and GetUnicastIpAddressTable, which Wine
-//! implements. No test here may reach a row-writing call (CreateIpForwardEntry2 and
-//! friends abort the process under Wine, and would change the host's routes on
-//! Windows), so `apply` and the neighbour table (not implemented by Wine 8) stay out;
-//! GetBestRoute2 runs where implemented (Wine 8 answers "not supported": skipped, said).
+//! implements (GetIpInterfaceTable it does not, so next-hop resolution avoids it). No
+//! test here may reach a row-writing call (CreateIpForwardEntry2 and friends abort the
+//! process under Wine, and would change the host's routes on Windows), so `apply` and
+//! the neighbour table (not implemented by Wine 8) stay out; GetBestRoute2 runs where
+//! implemented (Wine 8 answers "not supported": skipped, said).
 
 #[path = "../../../../tests/support/skip.rs"]
 mod skip;
@@ -98,4 +99,43 @@ fn the_best_route_to_an_on_link_address_has_no_gateway_and_a_named_interface() {
         }
         Err(e) => panic!("{e}"),
     }
+}
+
+#[test]
+fn a_next_hop_on_a_host_subnet_resolves_from_the_tables_with_its_luid() {
+    let tables = resolve_tables().unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{tables:#?}");
+    assert!(!tables.interfaces.is_empty(), "{tables:?}");
+    assert!(tables.interfaces.iter().all(|i| i.luid != 0), "{tables:?}");
+    // A host on the subnet of a connected interface's IPv4 address (not loopback).
+    let Some((hop, index)) = tables.addresses.iter().find_map(|a| {
+        let connected = tables
+            .interfaces
+            .iter()
+            .any(|i| i.index == a.index && i.v4 && i.up);
+        let net = IpNet::new(a.address, a.prefix_len).ok()?;
+        let hop = net.hosts().find(|h| *h != a.address)?;
+        (connected && a.address.is_ipv4() && !a.address.is_loopback() && a.prefix_len < 31)
+            .then_some((hop, a.index))
+    }) else {
+        skip::skip(
+            "iphlp_resolve_tables",
+            "no connected IPv4 subnet on this host; on-link resolution not checked",
+        );
+        return;
+    };
+    let via = super::super::resolve::resolve(&tables, hop, &mut |a| {
+        panic!("GetBestRoute2 asked for {a}, which is on a connected subnet")
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(via.index, index);
+    let mut luid = NET_LUID_LH::default();
+    // SAFETY: `luid` is a valid out-pointer for the duration of the call.
+    let rc = unsafe { ConvertInterfaceIndexToLuid(index, &mut luid) };
+    assert_eq!(rc, NO_ERROR);
+    assert_eq!(
+        via.luid,
+        luid_value(&luid),
+        "the table's LUID is the interface's"
+    );
 }
