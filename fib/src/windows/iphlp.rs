@@ -28,7 +28,7 @@ use windows_sys::Win32::Networking::WinSock::{
 
 use super::batch::{apply_batch, RowOps};
 use super::convert::{self, InstalledRow, Record, RowKey, Table, WantedRow};
-use super::resolve::{AddrRow, IfRow, Lookup, Tables, Via};
+use super::resolve::{without_moved_hops, AddrRow, IfRow, Lookup, Tables, Via};
 use crate::{ApplyReport, Fib, FibError, Interface, Neighbour, Route, RouteChange, RouteFailure};
 
 // convert decides ownership with its own copy of the protocol number.
@@ -505,7 +505,18 @@ impl Fib for WindowsFib {
             what: "reading the routing table".into(),
             reason,
         })?;
-        Ok(convert::own_routes(&table, &self.record))
+        let routes = convert::own_routes(&table, &self.record);
+        // Rows whose next hop has moved to another interface read back without that
+        // hop, so reconcile puts them where the hop is now. Without the tables the
+        // rows are reported as they are (a failed read must not look like a change).
+        let Ok(tables) = resolve_tables() else {
+            return Ok(routes);
+        };
+        let mut best = |a: IpAddr| IpHelper.best_route(a);
+        Ok(routes
+            .into_iter()
+            .map(|r| without_moved_hops(r, &tables, &mut best))
+            .collect())
     }
 
     async fn interfaces(&mut self) -> Result<Vec<Interface>, FibError> {

@@ -180,5 +180,25 @@ pub fn complete(
     Ok((route, luids))
 }
 
+/// `route` (as read back from the table) without the next hops whose gateway now
+/// resolves to another interface than the one its row is on: an address moved or an
+/// interface went down. The route then differs from the wanted one, and reconcile
+/// replaces it, which creates the rows on the new interface before deleting the old
+/// ones. A hop that resolves nowhere now is kept: its row is the best there is until
+/// something better is known.
+pub fn without_moved_hops(
+    mut route: Route,
+    tables: &Tables,
+    best: &mut impl FnMut(IpAddr) -> Lookup,
+) -> Route {
+    if let RouteKind::Unicast(hops) = &mut route.kind {
+        hops.retain(|h| match (h.gateway, h.interface) {
+            (Some(gw), Some(index)) => resolve(tables, gw, best).map_or(true, |v| v.index == index),
+            _ => true,
+        });
+    }
+    route
+}
+
 #[cfg(test)]
 mod tests;

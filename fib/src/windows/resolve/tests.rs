@@ -134,3 +134,31 @@ fn luids_are_found_per_family() {
     assert_eq!(t.luid(4, ip("203.0.113.1")), Some(1004));
     assert_eq!(t.luid(7, ip("2001:db8::1")), None);
 }
+
+#[test]
+fn a_hop_whose_subnet_moved_to_another_interface_is_left_out_of_the_read_back_route() {
+    use crate::windows::fixtures::{hop, route};
+    let read_back = route(
+        "198.19.1.0/24",
+        vec![hop("203.0.113.1", 4), hop("198.51.100.20", 7)],
+        0,
+    );
+    // As it was: both hops still resolve to their rows' interfaces.
+    let same = without_moved_hops(read_back.clone(), &tables(), &mut never);
+    assert_eq!(same, read_back);
+    // 203.0.113.0/24 is now on interface 12 (interface 4 lost its address).
+    let mut t = tables();
+    t.addresses.retain(|a| a.index != 4);
+    t.interfaces.push(ifrow(12, true, true));
+    t.addresses.push(addr(12, "203.0.113.10", 24));
+    let moved = without_moved_hops(read_back.clone(), &t, &mut never);
+    assert_eq!(
+        moved,
+        route("198.19.1.0/24", vec![hop("198.51.100.20", 7)], 0)
+    );
+    // A hop that resolves nowhere now keeps its row.
+    let mut gone = tables();
+    gone.addresses.retain(|a| a.index != 4);
+    let kept = without_moved_hops(read_back.clone(), &gone, &mut |_| Lookup::NoRoute);
+    assert_eq!(kept, read_back);
+}
