@@ -258,6 +258,23 @@ async fn a_refused_route_is_retried_after_the_retry_time() {
     assert!(real.elapsed() < RETRY, "the test slept in real time");
 }
 
+/// An interface or address change (the Windows watcher's Resync, a link event on
+/// Linux) retries the refused routes at once, well before the retry timer.
+#[tokio::test(start_paused = true)]
+async fn a_refused_route_is_retried_when_interfaces_change() {
+    let h = start(Shared::default());
+    let r = via("198.18.1.0/26", "198.51.100.2", false);
+    h.want(&r).await;
+    assert_eq!(h.report().await.missing.len(), 1);
+    h.kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
+    h.news.resync();
+    tokio::time::sleep(RESYNC_GAP * 2).await;
+    assert!(RESYNC_GAP * 2 < RETRY, "the retry timer would have done it");
+    let report = h.report().await;
+    assert_eq!(report.installed.len(), 1, "{report:?}");
+    assert!(report.failures.is_empty(), "{report:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_ipip_route_waits_for_the_tunnel_device() {
     let kernel = Shared::default();
