@@ -515,7 +515,7 @@ fn layer2_and_next_hop_findings_from_the_kernel() {
             address: ip(a),
             example_prefix: net("198.18.0.0/26"),
             prefixes: 1,
-            resolution: r,
+            resolution: Ok(r),
         })
         .collect();
     let kinds: Vec<FindingKind> = diag::next_hops(&hops, &ifaces, &neigh)
