@@ -87,8 +87,20 @@ impl WindowsFib {
     /// not used: it sends ARP / ND and blocks until an answer or a timeout, which would
     /// hold diagnose seconds per silent next hop; the neighbour table's states,
     /// GetIpNetTable2, already say INCOMPLETE or UNREACHABLE.)
+    ///
+    /// An address on a connected subnet is answered from the interface and address
+    /// tables, as the route resolver does, without GetBestRoute2.
     pub fn route_to(&self, addr: IpAddr) -> Result<Option<crate::diag::Resolution>, String> {
-        best_route(addr)
+        let connected = resolve_tables()
+            .ok()
+            .and_then(|t| super::resolve::on_link(&t, addr));
+        match connected {
+            Some(via) => Ok(Some(crate::diag::Resolution {
+                gateway: None,
+                interface: interface_name(via.index),
+            })),
+            None => best_route(addr),
+        }
     }
 }
 
@@ -126,11 +138,18 @@ fn best_route(addr: IpAddr) -> Result<Option<crate::diag::Resolution>, String> {
     };
     // An unspecified next hop means on-link: no gateway in between.
     let gateway = from_sockaddr(&best.NextHop).filter(|g| !g.is_unspecified());
-    let interface = list_interfaces()
+    Ok(Some(crate::diag::Resolution {
+        gateway,
+        interface: interface_name(best.InterfaceIndex),
+    }))
+}
+
+/// The interface's name (its alias), or "interface N" when it cannot be listed.
+fn interface_name(index: u32) -> String {
+    list_interfaces()
         .ok()
-        .and_then(|l| l.into_iter().find(|i| i.index == best.InterfaceIndex))
-        .map_or_else(|| format!("interface {}", best.InterfaceIndex), |i| i.name);
-    Ok(Some(crate::diag::Resolution { gateway, interface }))
+        .and_then(|l| l.into_iter().find(|i| i.index == index))
+        .map_or_else(|| format!("interface {index}"), |i| i.name)
 }
 
 /// The interface and address tables next hops are resolved against. Interfaces come

@@ -109,6 +109,13 @@ impl Tables {
     }
 }
 
+/// The connected interface whose on-link subnet holds `hop` (longest prefix, then
+/// lowest index), without any look-up: what `tern diagnose` can say even where
+/// GetBestRoute2 does not answer.
+pub fn on_link(tables: &Tables, hop: IpAddr) -> Option<Via> {
+    tables.on_link(hop).first().map(|(_, v)| *v)
+}
+
 /// The interface for next hop `hop`. A hop on one connected subnet (the usual case:
 /// a BGP neighbour on the node's network) takes that interface without asking. When
 /// two interfaces hold equally long subnets with it (the same network on two

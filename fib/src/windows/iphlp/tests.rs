@@ -138,4 +138,14 @@ fn a_next_hop_on_a_host_subnet_resolves_from_the_tables_with_its_luid() {
         luid_value(&luid),
         "the table's LUID is the interface's"
     );
+    // diagnose answers it from the tables too, where GetBestRoute2 may not answer.
+    let fib = WindowsFib::new(std::env::temp_dir().join("tern-no-record"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = fib.route_to(hop).unwrap_or_else(|e| panic!("{e}"));
+    let r = r.unwrap_or_else(|| panic!("no route to {hop}"));
+    assert_eq!(r.gateway, None);
+    assert!(
+        !r.interface.is_empty() && !r.interface.starts_with("interface "),
+        "{r:?}"
+    );
 }

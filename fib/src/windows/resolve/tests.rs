@@ -61,6 +61,12 @@ fn a_hop_on_a_connected_subnet_takes_that_interface_without_a_look_up() {
 }
 
 #[test]
+fn on_link_alone_asks_nothing_and_finds_nothing_off_the_subnets() {
+    assert_eq!(on_link(&tables(), ip("198.51.100.200")), Some(via(9)));
+    assert_eq!(on_link(&tables(), ip("192.0.2.1")), None);
+}
+
+#[test]
 fn the_longest_on_link_prefix_wins() {
     assert_eq!(
         resolve(&tables(), ip("198.51.100.200"), &mut never),
