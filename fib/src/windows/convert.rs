@@ -174,7 +174,7 @@ fn row_for(route: &Route, hop: &NextHop) -> Result<WantedRow, String> {
     };
     let Some(interface) = hop.interface else {
         return Err(format!(
-            "next hop {next_hop} has no interface; IP Helper needs one (resolve the next hop first)"
+            "next hop {next_hop} has no interface, and a forward row needs one (batches resolve next hops first; this row was built without)"
         ));
     };
     Ok(WantedRow {
