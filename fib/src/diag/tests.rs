@@ -213,6 +213,25 @@ fn refused_routes_keep_the_kernels_words_and_get_a_fix() {
 }
 
 #[test]
+fn a_route_tern_held_back_is_not_called_the_kernels_refusal() {
+    let f = refused(&[RouteFailure {
+        prefix: net("198.19.1.0/24"),
+        change: "add",
+        reason:
+            "next hop 203.0.113.1 is on no connected subnet and GetBestRoute2 found no route to it"
+                .into(),
+        kind: FailureKind::ByTern,
+    }]);
+    assert!(
+        f[0].evidence
+            .starts_with("tern did not add the route: next hop 203.0.113.1"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(!f[0].evidence.contains("kernel"), "{}", f[0].evidence);
+}
+
+#[test]
 fn findings_serialise_with_the_documented_field_names() {
     let f = refused(&[RouteFailure {
         prefix: net("198.18.3.0/26"),
