@@ -20,6 +20,7 @@ pub mod plan;
 pub mod probe;
 pub mod resources;
 pub mod state;
+pub mod wine;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
