@@ -36,6 +36,10 @@ const C: (&str, &str) = ("198.51.100.30", "2001:db8:100::30");
 const BLOCK_V4: &str = "198.18.4.0/26";
 const BLOCK_V6: &str = "2001:db8:4000::/122";
 const EDIT_BLOCK: &str = "198.18.4.64/26";
+/// BGPPeers nobody answers for: tern must refuse them before it dials.
+const MD5_PEER: &str = "198.51.100.41";
+const GTSM_PEER: &str = "198.51.100.40";
+const MESH: [&str; 4] = [B.0, B.1, C.0, C.1];
 const UP: Duration = Duration::from_secs(60);
 
 fn workspace() -> PathBuf {
@@ -66,7 +70,10 @@ fn missing() -> Option<String> {
     None
 }
 
-fn cluster_yaml(extra_block: bool) -> String {
+/// The cluster: the mesh of node-a (tern), node-b and node-c, tern's blocks, and two
+/// BGPPeers that Windows cannot honour (TCP-MD5 with the password in `password_file`,
+/// GTSM), which tern must refuse by name while the mesh runs.
+fn cluster_yaml(password_file: &str, extra_block: bool) -> String {
     let node = |name: &str, v4: &str, v6: &str| {
         format!(
             "apiVersion: projectcalico.org/v3\nkind: Node\nmetadata: {{name: {name}}}\n\
@@ -90,6 +97,13 @@ fn cluster_yaml(extra_block: bool) -> String {
     y += &node("node-a", TERN_V4, TERN_V6);
     y += &node("node-b", B.0, B.1);
     y += &node("node-c", C.0, C.1);
+    y += &format!(
+        "apiVersion: projectcalico.org/v3\nkind: BGPPeer\n\
+         metadata: {{name: md5-peer, annotations: {{tern/password-file: '{password_file}'}}}}\n\
+         spec: {{peerIP: {MD5_PEER}, asNumber: 65001}}\n---\n\
+         apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: gtsm-peer}}\n\
+         spec: {{peerIP: {GTSM_PEER}, asNumber: 65001, ttlSecurity: 1}}\n---\n"
+    );
     y += &block("node-a-v4", BLOCK_V4);
     y += &block("node-a-v6", BLOCK_V6);
     if extra_block {
@@ -147,7 +161,12 @@ impl Lab {
              fib: {enabled: false}\nlog: info\n",
         )
         .unwrap();
-        std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(false)).unwrap();
+        std::fs::write(dir.path().join("md5.txt"), "wine-lab-secret\n").unwrap();
+        std::fs::write(
+            dir.path().join("cluster.yaml"),
+            cluster_yaml(&password_file(dir.path()), false),
+        )
+        .unwrap();
         let b = Peer::start(
             Kind::Bird,
             &b_ns,
@@ -315,6 +334,10 @@ impl Lab {
     }
 }
 
+fn password_file(dir: &Path) -> String {
+    wine::windows_path(&dir.join("md5.txt"))
+}
+
 fn bird_has(peer: &Peer, prefix: &str) -> bool {
     peer.cli(&["show", "route", prefix, "all"])
         .is_ok_and(|t| t.contains(prefix) && t.contains("BGP.origin"))
@@ -361,7 +384,7 @@ fn wine_lab() {
         status.contains("tern is running: node node-a, router id 198.51.100.20"),
         "{status}"
     );
-    for addr in [B.0, B.1, C.0, C.1] {
+    for addr in MESH {
         let line = status
             .lines()
             .find(|l| l.contains(&format!(" {addr} ")))
@@ -372,7 +395,7 @@ fn wine_lab() {
         serde_json::from_str(&lab.tern(&["status", "-o", "json"])).unwrap();
     assert_eq!(json["daemon"]["node"], "node-a", "{json}");
     assert_eq!(json["daemon"]["asn"], 64512, "{json}");
-    assert_eq!(json["peers"].as_array().map(Vec::len), Some(4), "{json}");
+    assert_eq!(json["peers"].as_array().map(Vec::len), Some(6), "{json}");
     let peers = lab.tern(&["peers"]);
     assert_eq!(
         peers.matches("state         Established").count(),
@@ -380,7 +403,23 @@ fn wine_lab() {
         "{peers}"
     );
     let before = lab.peers_json();
-    for (addr, p) in &before {
+    for (addr, what) in [(MD5_PEER, "TCP-MD5"), (GTSM_PEER, "GTSM")] {
+        let err = before[addr]["last_error"].as_str().unwrap_or("");
+        assert!(
+            err.contains(what) && err.contains("not supported"),
+            "{addr}: {}",
+            before[addr]
+        );
+        assert_ne!(before[addr]["state"], "Established", "{}", before[addr]);
+    }
+    let diagnose = lab.wine.wine(&[&lab.exe, "diagnose"]).unwrap();
+    let diagnose = String::from_utf8_lossy(&diagnose.stdout);
+    assert!(
+        diagnose.contains("peer-unsupported"),
+        "tern diagnose:\n{diagnose}"
+    );
+    for addr in MESH {
+        let p = &before[addr];
         assert_eq!(p["state"], "Established", "{addr}: {p}");
         assert_eq!(p["flaps"], 0, "{addr}: {p}");
         assert_eq!(p["prefixes_advertised"], 1, "{addr}: {p}");
@@ -395,7 +434,7 @@ fn wine_lab() {
     let t = Instant::now();
     let cluster = lab.dir.path().join("cluster.yaml");
     let tmp = lab.dir.path().join("cluster.yaml.new");
-    std::fs::write(&tmp, cluster_yaml(true)).unwrap();
+    std::fs::write(&tmp, cluster_yaml(&password_file(lab.dir.path()), true)).unwrap();
     std::fs::rename(&tmp, &cluster).unwrap();
     wait_for("the edited block at BIRD", Duration::from_secs(20), || {
         bird_has(&lab.b, EDIT_BLOCK) && bird_has(&lab.c, EDIT_BLOCK)
@@ -407,9 +446,11 @@ fn wine_lab() {
         Some(&since),
         "a session reset on the edit"
     );
-    for (addr, p) in lab.peers_json() {
+    let after = lab.peers_json();
+    for addr in MESH {
+        let p = &after[addr];
         assert_eq!(p["flaps"], 0, "{addr} flapped on the edit: {p}");
-        assert_eq!(p["since"], before[&addr]["since"], "{addr}: {p}");
+        assert_eq!(p["since"], before[addr]["since"], "{addr}: {p}");
     }
 
     // Ctrl-C, then a restart.
