@@ -158,7 +158,7 @@ impl Lab {
         std::fs::write(
             dir.path().join("tern.yaml"),
             "node: node-a\ndatastore: {type: file, path: cluster.yaml}\n\
-             fib: {enabled: false}\nlog: info\n",
+             fib: {enabled: false}\nlog: info\nmetrics: 127.0.0.1:9477\n",
         )
         .unwrap();
         std::fs::write(dir.path().join("md5.txt"), "wine-lab-secret\n").unwrap();
@@ -328,6 +328,24 @@ impl Lab {
             .collect()
     }
 
+    /// `GET /metrics` from inside tern's namespace, where Wine opened the listener.
+    fn metrics(&self) -> String {
+        use std::io::{Read as _, Write as _};
+        let ns = self.tern_ns.name().to_string();
+        std::thread::spawn(move || {
+            netns::enter_thread(&ns).unwrap();
+            let mut s = std::net::TcpStream::connect("127.0.0.1:9477").unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+                .unwrap();
+            let mut text = String::new();
+            s.read_to_string(&mut text).unwrap();
+            text
+        })
+        .join()
+        .unwrap()
+    }
+
     fn sc_query(&self) -> String {
         let out = self.wine.wine(&["sc", "query", "tern"]).unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -423,6 +441,12 @@ fn wine_lab() {
         assert_eq!(p["state"], "Established", "{addr}: {p}");
         assert_eq!(p["flaps"], 0, "{addr}: {p}");
         assert_eq!(p["prefixes_advertised"], 1, "{addr}: {p}");
+    }
+    let metrics = lab.metrics();
+    for addr in MESH {
+        let up = format!("tern_peer_up{{peer=\"{addr}\"");
+        let line = metrics.lines().find(|l| l.starts_with(&up)).unwrap_or("");
+        assert!(line.ends_with(" 1"), "{up} in:\n{metrics}");
     }
     let fib = lab.tern(&["fib"]);
     assert!(

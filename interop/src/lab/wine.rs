@@ -84,7 +84,7 @@ impl WinePrefix {
         // The first program starts Wine's own (services.exe, winedevice, ...), which
         // inherit its stdout and stderr and never exit: with pipes there, every later
         // `output()` would wait for them. So the first one gets no pipes at all.
-        crate::peers::wait_for("Wine to boot the prefix", Duration::from_secs(30), || {
+        crate::peers::wait_for("Wine to boot the prefix", Duration::from_secs(60), || {
             me.command(&["cmd", "/c", "exit"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
