@@ -4,8 +4,9 @@
 //! waits) tern dials node-b (198.51.100.10, 2001:db8:100::10) and waits for node-c
 //! (198.51.100.30, 2001:db8:100::30), so each family comes up once in each direction;
 //! the TCP connections in tern's namespace show who dialled. Then: tern's blocks at
-//! BIRD, the pipe CLI (`status`, `peers`, text and `-o json`) from a second Wine
-//! process, a live edit of cluster.yaml (a new block reaches BIRD, no session resets),
+//! BIRD, BIRD's routes in tern's Loc-RIB, MD5 and GTSM peers refused by name, the
+//! metrics, the pipe CLI (`status`, `peers`, `routes`, `diagnose`, text and `-o json`)
+//! from a second Wine process, a live edit of cluster.yaml (a new block reaches BIRD, no session resets),
 //! Ctrl-C and a restart, and the Windows service through Wine's SCM (`tern service
 //! install`, `sc start`, `sc query` RUNNING, sessions up, `sc stop`, uninstall).
 //!
@@ -39,6 +40,8 @@ const EDIT_BLOCK: &str = "198.18.4.64/26";
 /// BGPPeers nobody answers for: tern must refuse them before it dials.
 const MD5_PEER: &str = "198.51.100.41";
 const GTSM_PEER: &str = "198.51.100.40";
+/// The routes both BIRD nodes announce to tern (IPv4, IPv6).
+const LEARNT: (&str, &str) = ("198.19.1.0/24", "2001:db8:ff00::/48");
 const MESH: [&str; 4] = [B.0, B.1, C.0, C.1];
 const UP: Duration = Duration::from_secs(60);
 
@@ -113,15 +116,21 @@ fn cluster_yaml(password_file: &str, extra_block: bool) -> String {
 }
 
 /// A Calico-style BIRD node of the mesh; `passive` as confd makes it toward a smaller
-/// address.
+/// address. It exports one static route per family ([`LEARNT`]) for tern to learn.
 fn bird_conf(v4: &str, passive: bool) -> String {
     format!(
         "log stderr all;\nrouter id {v4};\nprotocol device {{ scan time 2; }}\n\
          protocol direct {{ ipv4; ipv6; interface \"eth0\"; }}\n\
+         protocol static {{ ipv4; route {} blackhole; }}\n\
+         protocol static {{ ipv6; route {} blackhole; }}\n\
          template bgp mesh {{ local as 64512; hold time 9; keepalive time 3; \
          connect retry time 1; error wait time 1,4;{} }}\n\
-         protocol bgp tern_v4 from mesh {{ neighbor {TERN_V4} as 64512; ipv4 {{ import all; export none; }}; }}\n\
-         protocol bgp tern_v6 from mesh {{ neighbor {TERN_V6} as 64512; ipv6 {{ import all; export none; }}; }}\n",
+         protocol bgp tern_v4 from mesh {{ neighbor {TERN_V4} as 64512; \
+         ipv4 {{ import all; export where source = RTS_STATIC; }}; }}\n\
+         protocol bgp tern_v6 from mesh {{ neighbor {TERN_V6} as 64512; \
+         ipv6 {{ import all; export where source = RTS_STATIC; }}; }}\n",
+        LEARNT.0,
+        LEARNT.1,
         if passive { " passive on;" } else { "" }
     )
 }
@@ -447,6 +456,18 @@ fn wine_lab() {
         let up = format!("tern_peer_up{{peer=\"{addr}\"");
         let line = metrics.lines().find(|l| l.starts_with(&up)).unwrap_or("");
         assert!(line.ends_with(" 1"), "{up} in:\n{metrics}");
+    }
+    // Learnt routes: each BIRD's static routes, in tern's Loc-RIB from BGP.
+    let routes: serde_json::Value =
+        serde_json::from_str(&lab.tern(&["routes", "-o", "json"])).unwrap();
+    for prefix in [LEARNT.0, LEARNT.1] {
+        let r = routes["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["prefix"] == prefix);
+        let best = &r.unwrap_or_else(|| panic!("{prefix} not in {routes}"))["best"];
+        assert_eq!(best["source"], "bgp", "{prefix}: {best}");
     }
     let fib = lab.tern(&["fib"]);
     assert!(
