@@ -300,33 +300,13 @@ impl Lab {
         )
     }
 
-    /// The established BGP connections in tern's namespace: (peer address, whether tern
-    /// dialled it: its own port is not 179).
+    /// The established BGP connections in tern's namespace: peer → whether tern dialled.
     fn connections(&self) -> BTreeMap<String, bool> {
-        let out = self
-            .tern_ns
-            .exec("ss", &["-Htn", "state", "established"])
-            .unwrap();
-        let split = |a: &str| {
-            let (host, port) = a.rsplit_once(':').unwrap();
-            (host.trim_matches(['[', ']']).to_string(), port.to_string())
-        };
-        let mut conns = BTreeMap::new();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let [.., local, peer] = f.as_slice() else {
-                continue;
-            };
-            let ((_, lport), (paddr, pport)) = (split(local), split(peer));
-            if lport == "179" || pport == "179" {
-                conns.insert(paddr, lport != "179");
-            }
-        }
-        conns
+        wine::bgp_connections(&self.tern_ns).unwrap()
     }
 
     /// `tern peers -o json` over the pipe: address → the peer's object.
-    fn peers_json(&self) -> BTreeMap<String, serde_json::Value> {
+    fn peers_json(&self) -> Peers {
         let v: serde_json::Value =
             serde_json::from_str(&self.tern(&["peers", "-o", "json"])).unwrap();
         v["peers"]
@@ -339,20 +319,7 @@ impl Lab {
 
     /// `GET /metrics` from inside tern's namespace, where Wine opened the listener.
     fn metrics(&self) -> String {
-        use std::io::{Read as _, Write as _};
-        let ns = self.tern_ns.name().to_string();
-        std::thread::spawn(move || {
-            netns::enter_thread(&ns).unwrap();
-            let mut s = std::net::TcpStream::connect("127.0.0.1:9477").unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-                .unwrap();
-            let mut text = String::new();
-            s.read_to_string(&mut text).unwrap();
-            text
-        })
-        .join()
-        .unwrap()
+        wine::http_get(&self.tern_ns, "127.0.0.1:9477", "/metrics").unwrap()
     }
 
     fn sc_query(&self) -> String {
@@ -370,6 +337,8 @@ fn bird_has(peer: &Peer, prefix: &str) -> bool {
         .is_ok_and(|t| t.contains(prefix) && t.contains("BGP.origin"))
 }
 
+type Peers = BTreeMap<String, serde_json::Value>;
+
 #[test]
 fn wine_lab() {
     if let Some(reason) = missing() {
@@ -379,10 +348,24 @@ fn wine_lab() {
     let lab = Lab::up();
     let mut figures = Vec::new();
 
-    // Sessions: both families, both directions.
-    let mut tern = lab.run_tern("tern.log");
+    let tern = lab.run_tern("tern.log");
     let (first_up, since) = lab.wait_all_up("the four sessions with tern.exe");
     figures.push(format!("sessions up after start: {first_up:.1?}"));
+    directions(&lab);
+    advertised(&lab);
+    learnt(&lab);
+    let before = pipe_cli(&lab);
+    refused(&lab, &before);
+    live_edit(&lab, &since, &before, &mut figures);
+    stop_and_restart(&lab, tern, &mut figures);
+    service(&lab, &mut figures);
+
+    figures.push(format!("whole test: {:.1?}", started.elapsed()));
+    eprintln!("wine_lab figures:\n  {}", figures.join("\n  "));
+}
+
+/// Both families, both directions: tern dialled node-b and accepted node-c.
+fn directions(lab: &Lab) {
     let conns = lab.connections();
     for (addr, dialled) in [(B.0, true), (B.1, true), (C.0, false), (C.1, false)] {
         assert_eq!(
@@ -392,8 +375,10 @@ fn wine_lab() {
             if dialled { "to dial" } else { "to accept" }
         );
     }
+}
 
-    // Advertisement: tern's blocks at both BIRD nodes, next hop tern.
+/// tern's blocks at both BIRD nodes, next hop tern.
+fn advertised(lab: &Lab) {
     for peer in [&lab.b, &lab.c] {
         for block in [BLOCK_V4, BLOCK_V6] {
             wait_for(&format!("{block} at BIRD"), Duration::from_secs(20), || {
@@ -404,8 +389,30 @@ fn wine_lab() {
     }
     let route = lab.b.cli(&["show", "route", BLOCK_V4]).unwrap();
     assert!(route.contains(&format!("via {TERN_V4}")), "{route}");
+}
 
-    // The pipe CLI: a second Wine process.
+/// BIRD's static routes in tern's Loc-RIB, from BGP.
+fn learnt(lab: &Lab) {
+    let has = |prefix: &str| {
+        let routes: serde_json::Value =
+            serde_json::from_str(&lab.tern(&["routes", "-o", "json"])).unwrap();
+        routes["routes"].as_array().is_some_and(|all| {
+            all.iter()
+                .any(|r| r["prefix"] == prefix && r["best"]["source"] == "bgp")
+        })
+    };
+    for prefix in [LEARNT.0, LEARNT.1] {
+        wait_for(
+            &format!("{prefix} in tern routes"),
+            Duration::from_secs(20),
+            || has(prefix),
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{}", lab.tern(&["routes"])));
+    }
+}
+
+/// The pipe CLI from a second Wine process, and the metrics; returns `peers -o json`.
+fn pipe_cli(lab: &Lab) -> Peers {
     let status = lab.tern(&["status"]);
     assert!(
         status.contains("tern is running: node node-a, router id 198.51.100.20"),
@@ -430,21 +437,6 @@ fn wine_lab() {
         "{peers}"
     );
     let before = lab.peers_json();
-    for (addr, what) in [(MD5_PEER, "TCP-MD5"), (GTSM_PEER, "GTSM")] {
-        let err = before[addr]["last_error"].as_str().unwrap_or("");
-        assert!(
-            err.contains(what) && err.contains("not supported"),
-            "{addr}: {}",
-            before[addr]
-        );
-        assert_ne!(before[addr]["state"], "Established", "{}", before[addr]);
-    }
-    let diagnose = lab.wine.wine(&[&lab.exe, "diagnose"]).unwrap();
-    let diagnose = String::from_utf8_lossy(&diagnose.stdout);
-    assert!(
-        diagnose.contains("peer-unsupported"),
-        "tern diagnose:\n{diagnose}"
-    );
     for addr in MESH {
         let p = &before[addr];
         assert_eq!(p["state"], "Established", "{addr}: {p}");
@@ -457,25 +449,40 @@ fn wine_lab() {
         let line = metrics.lines().find(|l| l.starts_with(&up)).unwrap_or("");
         assert!(line.ends_with(" 1"), "{up} in:\n{metrics}");
     }
-    // Learnt routes: each BIRD's static routes, in tern's Loc-RIB from BGP.
-    let routes: serde_json::Value =
-        serde_json::from_str(&lab.tern(&["routes", "-o", "json"])).unwrap();
-    for prefix in [LEARNT.0, LEARNT.1] {
-        let r = routes["routes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["prefix"] == prefix);
-        let best = &r.unwrap_or_else(|| panic!("{prefix} not in {routes}"))["best"];
-        assert_eq!(best["source"], "bgp", "{prefix}: {best}");
-    }
     let fib = lab.tern(&["fib"]);
     assert!(
         fib.to_lowercase().contains("off"),
         "tern fib with the FIB off:\n{fib}"
     );
+    before
+}
 
-    // A live edit: a new block reaches BIRD and no session resets.
+/// The MD5 and GTSM peers: refused by name, in `peers` and `diagnose`.
+fn refused(lab: &Lab, peers: &Peers) {
+    for (addr, what) in [(MD5_PEER, "TCP-MD5"), (GTSM_PEER, "GTSM")] {
+        let err = peers[addr]["last_error"].as_str().unwrap_or("");
+        assert!(
+            err.contains(what) && err.contains("not supported"),
+            "{addr}: {}",
+            peers[addr]
+        );
+        assert_ne!(peers[addr]["state"], "Established", "{}", peers[addr]);
+    }
+    let diagnose = lab.wine.wine(&[&lab.exe, "diagnose"]).unwrap();
+    let diagnose = String::from_utf8_lossy(&diagnose.stdout);
+    assert!(
+        diagnose.contains("peer-unsupported"),
+        "tern diagnose:\n{diagnose}"
+    );
+}
+
+/// A live edit: a new block reaches both BIRDs and no session resets.
+fn live_edit(
+    lab: &Lab,
+    since: &BTreeMap<String, String>,
+    before: &Peers,
+    figures: &mut Vec<String>,
+) {
     let t = Instant::now();
     let cluster = lab.dir.path().join("cluster.yaml");
     let tmp = lab.dir.path().join("cluster.yaml.new");
@@ -488,7 +495,7 @@ fn wine_lab() {
     figures.push(format!("live edit to BIRD: {:.1?}", t.elapsed()));
     assert_eq!(
         lab.bird_sessions().as_ref(),
-        Some(&since),
+        Some(since),
         "a session reset on the edit"
     );
     let after = lab.peers_json();
@@ -497,8 +504,10 @@ fn wine_lab() {
         assert_eq!(p["flaps"], 0, "{addr} flapped on the edit: {p}");
         assert_eq!(p["since"], before[addr]["since"], "{addr}: {p}");
     }
+}
 
-    // Ctrl-C, then a restart.
+/// Ctrl-C (exit 0, sessions gone at BIRD), a restart (sessions back), Ctrl-C again.
+fn stop_and_restart(lab: &Lab, mut tern: WineProcess, figures: &mut Vec<String>) {
     let status = tern
         .ctrl_c(Duration::from_secs(15))
         .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
@@ -513,20 +522,14 @@ fn wine_lab() {
         lab.logs()
     );
     lab.wait_all_down("BIRD to see tern.exe stop");
-    let tern2 = lab.run_tern("tern2.log");
+    let mut tern2 = lab.run_tern("tern2.log");
     let (again, _) = lab.wait_all_up("the sessions after the restart");
     figures.push(format!("sessions up after restart: {again:.1?}"));
-    let mut tern2 = tern2;
     let status = tern2
         .ctrl_c(Duration::from_secs(15))
         .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
     assert!(status.success(), "second tern.exe after Ctrl-C: {status}");
     lab.wait_all_down("BIRD to see the second tern.exe stop");
-
-    service(&lab, &mut figures);
-
-    figures.push(format!("whole test: {:.1?}", started.elapsed()));
-    eprintln!("wine_lab figures:\n  {}", figures.join("\n  "));
 }
 
 /// The Windows service through Wine's SCM.

@@ -14,6 +14,8 @@
 //! Everything is stopped by PID or by `wineserver -k` on the test's own prefix, never
 //! by name.
 
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::netns::Netns;
+use crate::netns::{self, Netns};
 use crate::process::Daemon;
 use crate::{Error, Result};
 
@@ -239,4 +241,49 @@ impl Drop for WineProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The established BGP connections in `ns` (where a wineserver made them): peer address
+/// → whether this side dialled it (its own port is not 179), from `ss`.
+pub fn bgp_connections(ns: &Netns) -> Result<BTreeMap<String, bool>> {
+    let out = ns.exec("ss", &["-Htn", "state", "established"])?;
+    let split = |a: &str| {
+        a.rsplit_once(':')
+            .map(|(host, port)| (host.trim_matches(['[', ']']).to_string(), port == "179"))
+    };
+    let mut conns = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [.., local, peer] = fields.as_slice() else {
+            continue;
+        };
+        if let (Some((_, local_179)), Some((addr, peer_179))) = (split(local), split(peer)) {
+            if local_179 || peer_179 {
+                conns.insert(addr, !local_179);
+            }
+        }
+    }
+    Ok(conns)
+}
+
+/// `GET path` over HTTP/1.0 to `addr` from inside `ns` (a thread that enters it), for
+/// servers a Wine program opened there; returns the whole answer, headers included.
+pub fn http_get(ns: &Netns, addr: &str, path: &str) -> Result<String> {
+    let (name, addr, path) = (ns.name().to_string(), addr.to_string(), path.to_string());
+    let fail = |e: std::io::Error| Error::Lab(format!("GET http://{addr}{path}: {e}"));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            netns::enter_thread(&name)?;
+            let mut conn = std::net::TcpStream::connect(&addr).map_err(fail)?;
+            conn.set_read_timeout(Some(Duration::from_secs(10)))
+                .map_err(fail)?;
+            conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+                .map_err(fail)?;
+            let mut text = String::new();
+            conn.read_to_string(&mut text).map_err(fail)?;
+            Ok(text)
+        })
+        .join()
+        .map_err(|_| Error::Lab(format!("the thread in namespace {name} panicked")))?
+    })
 }
