@@ -63,6 +63,13 @@ step "the protocol core without its tokio driver (tern-bgp --no-default-features
 cargo clippy -p tern-bgp --no-default-features --lib --locked -- -D warnings
 cargo test -p tern-bgp --no-default-features --lib --locked
 
+# The Wine lab (interop/tests/wine_lab.rs) runs tern.exe from this build; without the
+# target the test skips loudly (a failure under CI=true).
+if rustup target list --installed 2>/dev/null | grep -q '^x86_64-pc-windows-gnu$'; then
+  step "Windows: tern.exe for the Wine lab (interop/tests/wine_lab.rs)"
+  cargo build -p tern --target x86_64-pc-windows-gnu --bin tern --locked
+fi
+
 step "cargo test (workspace)"
 rm -f target/tmp/lab-timings.txt
 cargo test --workspace --locked
