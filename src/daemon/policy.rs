@@ -28,12 +28,29 @@ pub fn compile(intent: &Intent, p: &PeerIntent) -> Arc<PeerPolicy> {
 impl Policies {
     /// The sessions the speaker starts with (`convert::speaker_config` set each
     /// peer's policy).
+    #[cfg(test)]
     pub fn new(intent: &Intent) -> Policies {
+        Policies::with_compiled(intent, &BTreeMap::new())
+    }
+
+    /// The same, taking the policies `convert::speaker_config` already compiled
+    /// (`compiled`, by peer) instead of compiling them again; a peer missing there is
+    /// compiled here.
+    pub fn with_compiled(
+        intent: &Intent,
+        compiled: &BTreeMap<IpAddr, Arc<PeerPolicy>>,
+    ) -> Policies {
         Policies {
             sent: intent
                 .peers
                 .iter()
-                .map(|(a, p)| (*a, (p.clone(), compile(intent, p))))
+                .map(|(a, p)| {
+                    let policy = compiled
+                        .get(a)
+                        .cloned()
+                        .unwrap_or_else(|| compile(intent, p));
+                    (*a, (p.clone(), policy))
+                })
                 .collect(),
         }
     }

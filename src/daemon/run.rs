@@ -289,14 +289,15 @@ impl Daemon {
         )
         .await
         {
-            Ok((sp, ev)) => {
+            Ok(started) => {
                 if self.bgp_retry.take().is_some() {
                     tracing::info!("BGP started: port {} is free now", i.listen.port);
                 }
-                self.policies = Some(super::policy::Policies::new(&i));
-                let _ = self.speaker_slot.set(sp.clone());
-                self.speaker = Some(sp);
-                Ok(Some(ev))
+                let compiled = &started.policies;
+                self.policies = Some(super::policy::Policies::with_compiled(&i, compiled));
+                let _ = self.speaker_slot.set(started.speaker.clone());
+                self.speaker = Some(started.speaker);
+                Ok(Some(started.events))
             }
             Err(start::StartError::PortInUse(text)) => {
                 if self.bgp_retry.is_none() {

@@ -2,10 +2,12 @@
 //! the first accepted intent (the speaker, its sessions, the intent's own prefixes).
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use ipnet::IpNet;
+use tern_bgp::policy::PeerPolicy;
 use tern_bgp::speaker::{self, RibNews, SpeakerCommand, SpeakerEvent};
 use tern_config::cluster::DEFAULT_SECRETS_DIR;
 use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
@@ -94,6 +96,17 @@ pub enum StartError {
     Fatal(String),
 }
 
+/// A running speaker: its commands, its events, and each peer's policy as compiled
+/// for it (so the daemon's policy tracker need not compile them again).
+pub struct Started {
+    /// The speaker's command channel.
+    pub speaker: mpsc::Sender<SpeakerCommand>,
+    /// Its events.
+    pub events: mpsc::Receiver<SpeakerEvent>,
+    /// Each peer's compiled policy, by address.
+    pub policies: BTreeMap<IpAddr, Arc<PeerPolicy>>,
+}
+
 /// Starts BGP with the accepted intent (`first` holds everything it asks for): the
 /// speaker with its sessions, then the intent's own prefixes.
 pub async fn start_bgp(
@@ -104,7 +117,7 @@ pub async fn start_bgp(
     state: &Arc<Mutex<State>>,
     cfg: &DaemonConfig,
     workloads: &BTreeMap<IpNet, String>,
-) -> Result<(mpsc::Sender<SpeakerCommand>, mpsc::Receiver<SpeakerEvent>), StartError> {
+) -> Result<Started, StartError> {
     let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
     let (mut speaker_cfg, peer_errors) = convert::speaker_config(intent, &secrets_dir, &cfg.limits);
     // The blackholes of our blocks first: the FIB task answers the question below
@@ -127,6 +140,11 @@ pub async fn start_bgp(
     for e in &peer_errors {
         tracing::error!("session not started: {e}");
     }
+    let policies = speaker_cfg
+        .peers
+        .iter()
+        .filter_map(|p| Some((p.address.ip(), p.policy.clone()?)))
+        .collect();
     let (etx, events) = mpsc::channel(1024);
     // Loc-RIB changes go straight to the FIB task on `routes`, not among the events.
     let speaker = speaker::spawn_routed(speaker_cfg, etx, routes)
@@ -154,5 +172,9 @@ pub async fn start_bgp(
         "configuration applied"
     );
     super::status::notify_intent_applied();
-    Ok((speaker, events))
+    Ok(Started {
+        speaker,
+        events,
+        policies,
+    })
 }
