@@ -26,6 +26,27 @@ metadata: {name: node-a}
 spec: {bgp: {ipv4Address: 198.51.100.10/24}}
 ";
 
+/// Writes `cluster` and a tern.yaml (file datastore, FIB off) into `dir` and starts
+/// `tern run` in `ns`; returns the daemon and its control socket.
+fn start_tern(ns: &Netns, dir: &Path, cluster: &str) -> (Daemon, std::path::PathBuf) {
+    let cluster_file = dir.join("cluster.yaml");
+    let socket = dir.join("tern.sock");
+    std::fs::write(&cluster_file, cluster).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("tern.yaml"),
+        format!(
+            "node: node-a\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nfib: {{enabled: false}}\n",
+            cluster_file.display(),
+            socket.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = ns.command(TERN);
+    c.args(["run", "--config"]).arg(dir.join("tern.yaml"));
+    let tern = Daemon::spawn("tern", c, &dir.join("tern.log")).unwrap_or_else(|e| panic!("{e}"));
+    (tern, socket)
+}
+
 #[test]
 fn a_bad_first_configuration_is_explained_and_a_fix_is_picked_up() {
     if let Err(reason) = tern_interop::lab_available() {
@@ -35,23 +56,11 @@ fn a_bad_first_configuration_is_explained_and_a_fix_is_picked_up() {
     let ns = Netns::create("tds-a").unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let cluster = dir.path().join("cluster.yaml");
-    let socket = dir.path().join("tern.sock");
-    std::fs::write(&cluster, GOOD.replace("asNumber: 64512", "asNumber: 0"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        dir.path().join("tern.yaml"),
-        format!(
-            "node: node-a\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nfib: {{enabled: false}}\n",
-            cluster.display(),
-            socket.display()
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let mut c = ns.command(TERN);
-    c.args(["run", "--config"])
-        .arg(dir.path().join("tern.yaml"));
-    let mut tern =
-        Daemon::spawn("tern", c, &dir.path().join("tern.log")).unwrap_or_else(|e| panic!("{e}"));
+    let (mut tern, socket) = start_tern(
+        &ns,
+        dir.path(),
+        &GOOD.replace("asNumber: 64512", "asNumber: 0"),
+    );
     let cli = |args: &[&str]| tern_cli(Path::new(TERN), &socket, args);
     let log = || std::fs::read_to_string(dir.path().join("tern.log")).unwrap_or_default();
     wait_for(
@@ -105,23 +114,7 @@ fn a_taken_bgp_port_is_waited_for() {
         "router id 198.51.100.10;\nprotocol device { }\nprotocol bgp held {\n  local as 64512; neighbor 198.51.100.20 as 64512;\n  ipv4 { import none; export none; };\n}\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let cluster = dir.path().join("cluster.yaml");
-    let socket = dir.path().join("tern.sock");
-    std::fs::write(&cluster, GOOD).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        dir.path().join("tern.yaml"),
-        format!(
-            "node: node-a\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nfib: {{enabled: false}}\n",
-            cluster.display(),
-            socket.display()
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let mut c = ns.command(TERN);
-    c.args(["run", "--config"])
-        .arg(dir.path().join("tern.yaml"));
-    let mut tern =
-        Daemon::spawn("tern", c, &dir.path().join("tern.log")).unwrap_or_else(|e| panic!("{e}"));
+    let (mut tern, socket) = start_tern(&ns, dir.path(), GOOD);
     let cli = |args: &[&str]| tern_cli(Path::new(TERN), &socket, args);
     let log = || std::fs::read_to_string(dir.path().join("tern.log")).unwrap_or_default();
     wait_for("the taken port in status", Duration::from_secs(10), || {
