@@ -35,13 +35,12 @@ pub async fn serve(listener: TcpListener, handler: Arc<DaemonHandler>) {
         };
         let h = Arc::clone(&handler);
         tokio::spawn(async move {
-            let mut head = vec![0u8; 2048];
-            let n = match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut head)).await
-            {
-                Ok(Ok(n)) => n,
-                _ => return,
+            let Ok(Some(head)) =
+                tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream)).await
+            else {
+                return;
             };
-            let request = String::from_utf8_lossy(head.get(..n).unwrap_or_default());
+            let request = String::from_utf8_lossy(&head);
             let response = if request.starts_with("GET /metrics") {
                 let body = render(&h).await;
                 format!(
@@ -54,8 +53,29 @@ pub async fn serve(listener: TcpListener, handler: Arc<DaemonHandler>) {
                     .to_string()
             };
             let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.shutdown().await;
         });
     }
+}
+
+/// Reads a request head up to its blank line. A client may send the head in several
+/// writes; closing while some of it is still unread would make the kernel answer with
+/// a reset, and the client would lose the response it had not yet read.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    const MAX_HEAD: usize = 8192;
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        let n = stream.read(&mut buf).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(buf.get(..n)?);
+        if head.len() > MAX_HEAD {
+            return None;
+        }
+    }
+    Some(head)
 }
 
 /// Binds the metrics listener.
@@ -321,5 +341,25 @@ mod tests {
         assert!(encode(&mut out, &reg).is_ok());
         assert!(out.contains("tern_fib_refused{by=\"kernel\"} 1\n"), "{out}");
         assert!(out.contains("tern_fib_refused{by=\"tern\"} 2\n"), "{out}");
+    }
+
+    /// A head sent in two writes (as bash's printf does) is read whole: answering
+    /// after the first part, then closing with the rest unread, reset the connection
+    /// and the client lost the response.
+    #[tokio::test]
+    async fn a_head_sent_in_two_writes_is_read_whole() -> Result<(), String> {
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let client = tokio::spawn(async move {
+            let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
+            c.write_all(b"GET /metrics HTTP/1.0\r\n").await.ok()?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            c.write_all(b"\r\n").await.ok()
+        });
+        let (mut stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        let head = read_head(&mut stream).await.ok_or("no head")?;
+        assert_eq!(head, b"GET /metrics HTTP/1.0\r\n\r\n");
+        assert!(client.await.map_err(|e| e.to_string())?.is_some());
+        Ok(())
     }
 }
