@@ -34,6 +34,7 @@ mod run;
 mod start;
 mod state;
 mod status;
+mod troubles;
 #[cfg(target_os = "linux")]
 mod workloads;
 

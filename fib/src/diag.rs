@@ -38,6 +38,69 @@ pub enum FindingKind {
     /// A peer's configuration asks for what this platform cannot do (TCP-MD5 or GTSM
     /// on Windows): tern refuses the session rather than run it without.
     PeerUnsupported,
+    /// Connect attempts to a peer time out (no SYN-ACK): a firewall dropping TCP 179,
+    /// or a wrong address.
+    PeerNotAnswering,
+    /// A peer answers connect attempts with a reset: BGP is not running there, or
+    /// listens on another address or port.
+    ConnectionRefused,
+    /// A BGP NOTIFICATION was received or sent while the session is down, decoded
+    /// (for OPEN errors: what each side expects).
+    Notification,
+    /// A peer uses this node's router ID.
+    DuplicateRouterId,
+    /// An interface is down: the peers, next hops and routes behind it are named.
+    /// Replaces the layer-2 finding for a peer whose network is on that interface.
+    InterfaceDown,
+    /// IP forwarding is off (IPv4 or IPv6) while this node advertises routes to its
+    /// workloads: traffic arriving for them is dropped.
+    ForwardingDisabled,
+    /// The NEXT_HOP announced to an eBGP peer is not on a network that peer shares
+    /// with this node, so the peer cannot use the routes.
+    EbgpNextHopUnreachable,
+}
+
+impl FindingKind {
+    /// Every kind, in the order the docs list them (metrics export each, 0 when
+    /// absent).
+    pub const ALL: [FindingKind; 15] = [
+        FindingKind::PeerNotAnswering,
+        FindingKind::ConnectionRefused,
+        FindingKind::Notification,
+        FindingKind::DuplicateRouterId,
+        FindingKind::Md5Mismatch,
+        FindingKind::PeerUnsupported,
+        FindingKind::InterfaceDown,
+        FindingKind::NoLayer2Reachability,
+        FindingKind::NeighbourFailed,
+        FindingKind::NeighbourIncomplete,
+        FindingKind::RecursiveNextHop,
+        FindingKind::UnresolvedNextHop,
+        FindingKind::EbgpNextHopUnreachable,
+        FindingKind::ForwardingDisabled,
+        FindingKind::RouteRefused,
+    ];
+
+    /// The kind's name as the CLI, the JSON and the metrics show it (kebab-case).
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::NoLayer2Reachability => "no-layer2-reachability",
+            FindingKind::RecursiveNextHop => "recursive-next-hop",
+            FindingKind::UnresolvedNextHop => "unresolved-next-hop",
+            FindingKind::NeighbourFailed => "neighbour-failed",
+            FindingKind::NeighbourIncomplete => "neighbour-incomplete",
+            FindingKind::Md5Mismatch => "md5-mismatch",
+            FindingKind::RouteRefused => "route-refused",
+            FindingKind::PeerUnsupported => "peer-unsupported",
+            FindingKind::PeerNotAnswering => "peer-not-answering",
+            FindingKind::ConnectionRefused => "connection-refused",
+            FindingKind::Notification => "notification",
+            FindingKind::DuplicateRouterId => "duplicate-router-id",
+            FindingKind::InterfaceDown => "interface-down",
+            FindingKind::ForwardingDisabled => "forwarding-disabled",
+            FindingKind::EbgpNextHopUnreachable => "ebgp-next-hop-unreachable",
+        }
+    }
 }
 
 /// How much it matters.

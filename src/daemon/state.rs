@@ -64,6 +64,11 @@ pub struct State {
     /// Snapshots seen from the datastore, accepted or not (`tern reload` waits for the
     /// next one).
     pub snapshots: u64,
+    /// Session troubles by peer (connect failures, NOTIFICATIONs while down).
+    pub troubles: super::troubles::Troubles,
+    /// The findings in force, as the diagnoser last evaluated them (`tern diagnose`,
+    /// the metrics and the log follow this one list).
+    pub findings: Vec<crate::control::proto::FindingInfo>,
 }
 
 impl State {
@@ -83,6 +88,8 @@ impl State {
             in_grace: true,
             snapshots: 0,
             kernel_originated: Default::default(),
+            troubles: Default::default(),
+            findings: Vec::new(),
         }
     }
 
