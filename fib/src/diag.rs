@@ -412,5 +412,8 @@ fn suggestion_for(kind: FailureKind) -> &'static str {
     }
 }
 
+mod host;
+pub use host::{forwarding_disabled, interfaces_down, DownReport};
+
 #[cfg(test)]
 mod tests;

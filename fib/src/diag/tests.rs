@@ -307,3 +307,71 @@ fn a_failed_look_up_is_reported_as_failed_not_as_no_route() {
     );
     assert!(!one.evidence.contains("no route"), "{}", one.evidence);
 }
+
+/// A node with eth0 up and eth1 (toward the ToR) down.
+fn node_with_eth1_down() -> Vec<Interface> {
+    let mut i = node(&["198.51.100.10/24"]);
+    i.push(Interface {
+        index: 3,
+        name: "eth1".into(),
+        up: false,
+        addresses: vec![net("203.0.113.1/30"), net("fe80::1/64")],
+    });
+    i
+}
+
+#[test]
+fn a_down_interface_names_the_peers_and_next_hops_behind_it() {
+    let peers = [
+        peer("203.0.113.2", None, false),
+        peer("198.51.100.11", None, false),
+    ];
+    let hops = [NextHopFacts {
+        address: ip("203.0.113.2"),
+        example_prefix: net("198.18.200.0/24"),
+        prefixes: 3,
+        resolution: Ok(None),
+    }];
+    let r = interfaces_down(&peers, &hops, &node_with_eth1_down());
+    assert_eq!(r.findings.len(), 1);
+    let f = &r.findings[0];
+    assert_eq!(f.kind, FindingKind::InterfaceDown);
+    assert_eq!(f.subject, "interface eth1");
+    assert!(f.evidence.contains("203.0.113.0/30"), "{}", f.evidence);
+    assert!(!f.evidence.contains("fe80"), "{}", f.evidence);
+    assert!(f.evidence.contains("peer 203.0.113.2"), "{}", f.evidence);
+    assert!(f.evidence.contains("198.18.200.0/24"), "{}", f.evidence);
+    assert!(!f.evidence.contains("198.51.100.11"), "{}", f.evidence);
+    assert_eq!(r.peers.iter().collect::<Vec<_>>(), [&ip("203.0.113.2")]);
+    assert_eq!(r.hops.iter().collect::<Vec<_>>(), [&ip("203.0.113.2")]);
+}
+
+#[test]
+fn a_down_interface_with_nothing_behind_it_is_no_finding() {
+    let peers = [peer("198.51.100.11", None, false)];
+    assert!(interfaces_down(&peers, &[], &node_with_eth1_down())
+        .findings
+        .is_empty());
+}
+
+#[test]
+fn forwarding_names_the_sysctl_and_an_advertised_prefix() {
+    let f = forwarding_disabled("IPv4", "net.ipv4.ip_forward", &[net("198.18.0.0/26")]);
+    assert_eq!(f.kind, FindingKind::ForwardingDisabled);
+    assert_eq!(f.severity, Severity::Error);
+    assert!(f.evidence.contains("net.ipv4.ip_forward is 0"), "{}", f.evidence);
+    assert!(f.evidence.contains("198.18.0.0/26"), "{}", f.evidence);
+    assert!(f.suggestion.contains("sysctl -w net.ipv4.ip_forward=1"));
+}
+
+#[test]
+fn every_kind_is_listed_once_under_its_json_name() {
+    let mut names: Vec<&str> = FindingKind::ALL.iter().map(|k| k.name()).collect();
+    for k in FindingKind::ALL {
+        let json = serde_json::to_value(k).unwrap();
+        assert_eq!(json.as_str(), Some(k.name()));
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), FindingKind::ALL.len());
+}

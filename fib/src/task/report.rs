@@ -150,7 +150,17 @@ impl<B: Backend> Task<B> {
             });
         }
         let failures: Vec<RouteFailure> = self.refusals.iter().cloned().collect();
-        let mut findings = diag::layer2(peers, &interfaces);
+        // A down interface explains its peers and next hops: one finding names them,
+        // instead of a layer-2 or unresolved finding for each.
+        let down = diag::interfaces_down(peers, &hops, &interfaces);
+        let peers: Vec<PeerFacts> = peers
+            .iter()
+            .filter(|p| !down.peers.contains(&p.address))
+            .cloned()
+            .collect();
+        hops.retain(|h| !down.hops.contains(&h.address));
+        let mut findings = down.findings;
+        findings.extend(diag::layer2(&peers, &interfaces));
         findings.extend(diag::next_hops(&hops, &interfaces, &neighbours));
         findings.extend(diag::refused(&failures));
         findings
