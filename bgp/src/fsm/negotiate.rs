@@ -3,7 +3,7 @@
 //! for send), which families the session carries, the hold and keepalive times, and
 //! what the peer said about graceful restart.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use serde::Serialize;
 
@@ -40,6 +40,10 @@ pub struct Negotiated {
     pub add_path_receive: Vec<Family>,
     /// Families on which we may send several paths per prefix.
     pub add_path_send: Vec<Family>,
+    /// Our end of the session's TCP connection, filled in by the driver once the
+    /// session is up (the sans-IO machine has no socket: None there): the NEXT_HOP
+    /// an eBGP peer gets (RFC 4271 §5.1.3).
+    pub local_address: Option<IpAddr>,
 }
 
 impl Negotiated {
@@ -158,5 +162,6 @@ pub fn negotiate(local: &Open, remote: &Open, keepalive: Option<u16>) -> Negotia
         }),
         add_path_receive,
         add_path_send,
+        local_address: None,
     }
 }

@@ -9,6 +9,12 @@
 //! MED learnt from others, ORIGINATOR_ID and CLUSTER_LIST removed, and the next hop is
 //! ours; to iBGP peers the next hop is kept unless `next_hop_self` (Calico's
 //! nextHopMode); unknown optional transitive attributes get the Partial bit.
+//!
+//! "Ours" towards an eBGP peer is the local address of the session's TCP connection
+//! when it is of the route's family (RFC 4271 §5.1.3; BIRD does the same), so a
+//! session the kernel sourced from another interface than the node's address still
+//! gets a next hop on the network it shares with the peer. Otherwise, and towards
+//! iBGP peers, it is the configured address of the family (`local_v4` / `local_v6`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -49,6 +55,9 @@ pub struct ExportPolicy {
     pub local_v4: Option<Ipv4Addr>,
     /// Our IPv6 address, for IPv6 routes (MP-BGP on an IPv4 session too).
     pub local_v6: Option<Ipv6Addr>,
+    /// Our end of the session's TCP connection, once it is up: the next hop of the
+    /// routes of its family towards an eBGP peer, before `local_v4` / `local_v6`.
+    pub session_local: Option<IpAddr>,
 }
 
 /// A path as it goes to one peer: its attributes and next hop.
@@ -101,7 +110,12 @@ pub fn export(path: &Path, policy: &ExportPolicy) -> Option<Exported> {
         out.cluster_list.insert(0, cluster);
     }
     let own = |fam_v6: bool| -> Option<IpAddr> {
-        if fam_v6 {
+        let session = policy.session_local.filter(|a| a.is_ipv6() == fam_v6);
+        if policy.ebgp && session.is_some() {
+            // RFC 4271 §5.1.3: the address the peer talks to on this connection is
+            // on a network it shares with us; the configured one need not be.
+            session
+        } else if fam_v6 {
             policy.local_v6.map(IpAddr::V6)
         } else {
             policy.local_v4.map(IpAddr::V4)

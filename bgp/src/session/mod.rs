@@ -515,7 +515,13 @@ impl Driver {
                     .send(SessionEvent::StateChanged { peer, from, to })
                     .await;
             }
-            Action::Up(negotiated) => {
+            Action::Up(mut negotiated) => {
+                // Canonical: a v4-mapped address on a dual-stack socket is the IPv4 one.
+                negotiated.local_address = self
+                    .conn
+                    .as_ref()
+                    .and_then(|c| c.local_addr().ok())
+                    .map(|a| a.ip().to_canonical());
                 let _ = self
                     .events
                     .send(SessionEvent::Up { peer, negotiated })

@@ -495,9 +495,13 @@ impl Speaker {
         let Some(p) = self.peers.get_mut(&ip) else {
             return;
         };
-        let rib = AdjRibOut::new(peer::export_policy(&self.cfg, &p.cfg))
-            .with_families(&negotiated.families)
-            .with_add_path(&negotiated.add_path_send);
+        let rib = AdjRibOut::new(peer::export_policy(
+            &self.cfg,
+            &p.cfg,
+            negotiated.local_address,
+        ))
+        .with_families(&negotiated.families)
+        .with_add_path(&negotiated.add_path_send);
         p.out = Some(Out {
             rib,
             tx: negotiated.tx,

@@ -272,8 +272,16 @@ pub(super) fn capabilities(
     caps
 }
 
-/// The export rules towards peer `p`.
-pub(super) fn export_policy(cfg: &SpeakerConfig, p: &PeerConfig) -> ExportPolicy {
+/// The export rules towards peer `p` on a session whose TCP connection runs from
+/// `session_local` (our end; None when unknown): an eBGP peer gets that address as
+/// next hop for routes of its family (RFC 4271 §5.1.3), whichever address the session
+/// was configured with (Calico's `sourceAddress: None` leaves the choice to the
+/// kernel); other families and iBGP peers get the configured ones.
+pub(super) fn export_policy(
+    cfg: &SpeakerConfig,
+    p: &PeerConfig,
+    session_local: Option<IpAddr>,
+) -> ExportPolicy {
     let local_as = p.local_as.unwrap_or(cfg.local_as);
     ExportPolicy {
         peer: p.address.ip(),
@@ -292,6 +300,7 @@ pub(super) fn export_policy(cfg: &SpeakerConfig, p: &PeerConfig) -> ExportPolicy
             Some(IpAddr::V6(a)) => Some(a),
             _ => None,
         }),
+        session_local: session_local.filter(|a| !a.is_unspecified()),
     }
 }
 

@@ -92,7 +92,7 @@ pub fn config(words: &[&str]) -> SpeakerConfig {
 }
 
 /// `<address> as <asn> [rr-client] [next-hop-self] [next-hop-keep] [max-prefixes <n>] [restart-time <s>]
-/// [local <address>] [families ipv4,ipv6]`.
+/// [local <address>] [local-v4 <address>] [families ipv4,ipv6]`.
 pub fn peer(words: &[&str]) -> PeerConfig {
     let (Some(a), Some(&"as"), Some(asn)) = (words.first(), words.get(1), words.get(2)) else {
         panic!("peer: <address> as <asn> ..., got {words:?}");
@@ -107,6 +107,7 @@ pub fn peer(words: &[&str]) -> PeerConfig {
             "max-prefixes" => p.max_prefixes = Some(num(w.next(), "max-prefixes")),
             "restart-time" => p.restart_time = Some(num(w.next(), "restart-time")),
             "local" => p.local_address = Some(ip(w.next().unwrap())),
+            "local-v4" => p.local_v4 = Some(v4(w.next().unwrap())),
             "families" => p.families = families(w.next().unwrap()),
             _ => panic!("peer: unknown word {k:?}"),
         }
@@ -115,7 +116,8 @@ pub fn peer(words: &[&str]) -> PeerConfig {
 }
 
 /// `up <address> as <asn> id <id> [families ipv4,ipv6] [gr <secs> [gr-families ..]
-/// [nof]] [add-path] [enhanced]`: the session came up with this negotiated.
+/// [nof]] [add-path] [enhanced] [local <address>]`: the session came up with this
+/// negotiated (`local`: our end of its TCP connection).
 pub fn up(words: &[&str]) -> (IpAddr, Negotiated) {
     let peer = ip(words[0]);
     let mut n = Negotiated {
@@ -132,6 +134,7 @@ pub fn up(words: &[&str]) -> (IpAddr, Negotiated) {
         peer_graceful_restart: None,
         add_path_receive: Vec::new(),
         add_path_send: Vec::new(),
+        local_address: None,
     };
     let (mut gr_time, mut gr_families, mut forwarding) = (None, None, true);
     let mut add_path = false;
@@ -147,6 +150,7 @@ pub fn up(words: &[&str]) -> (IpAddr, Negotiated) {
             "add-path" => add_path = true,
             "enhanced" => n.enhanced_route_refresh = true,
             "no-refresh" => n.route_refresh = false,
+            "local" => n.local_address = Some(ip(w.next().unwrap())),
             _ => panic!("up: unknown word {k:?}"),
         }
     }

@@ -70,6 +70,7 @@ fn policy(peer: &str, ebgp: bool) -> ExportPolicy {
         next_hop_keep: false,
         local_v4: Some(ME),
         local_v6: "2001:db8::1".parse().ok(),
+        session_local: None,
     }
 }
 
@@ -156,6 +157,77 @@ fn next_hop_keep_leaves_a_learnt_routes_next_hop_towards_ebgp_peers() {
         export(&own, &keep).map(|e| e.next_hop),
         Some(IpAddr::V4(ME))
     );
+}
+
+/// Our end of the session, on the ToR's network, not the node's address (ME).
+const SESSION: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 5);
+
+fn on_session(peer: &str, ebgp: bool, local: IpAddr) -> ExportPolicy {
+    ExportPolicy {
+        session_local: Some(local),
+        ..policy(peer, ebgp)
+    }
+}
+
+#[test]
+fn an_ebgp_peer_gets_the_sessions_local_address_as_next_hop() {
+    // RFC 4271 §5.1.3: the session runs from 203.0.113.5 (sourceAddress: None, the
+    // kernel chose the ToR-facing interface), so that is the next hop, not the node IP.
+    let tor = on_session("203.0.113.9", true, IpAddr::V4(SESSION));
+    let own = path(local(), attrs());
+    let learnt = path(src("198.51.100.2", false, false), attrs());
+    for p in [&own, &learnt] {
+        assert_eq!(
+            export(p, &tor).map(|e| e.next_hop),
+            Some(IpAddr::V4(SESSION))
+        );
+    }
+    // Another family over the same session: the configured address of that family.
+    let mut own_v6 = path(local(), attrs());
+    own_v6.next_hop = "2001:db8::1".parse().unwrap();
+    assert_eq!(
+        export(&own_v6, &tor).map(|e| e.next_hop.to_string()),
+        Some("2001:db8::1".to_string())
+    );
+    let v6_session = on_session("2001:db8:9::9", true, "2001:db8:9::5".parse().unwrap());
+    assert_eq!(
+        export(&own_v6, &v6_session).map(|e| e.next_hop.to_string()),
+        Some("2001:db8:9::5".to_string())
+    );
+    assert_eq!(
+        export(&own, &v6_session).map(|e| e.next_hop),
+        Some(IpAddr::V4(ME)),
+        "IPv4 routes over an IPv6 session keep the configured IPv4 address"
+    );
+}
+
+#[test]
+fn next_hop_keep_and_ibgp_are_unchanged_by_the_session_address() {
+    let keep = ExportPolicy {
+        next_hop_keep: true,
+        ..on_session("203.0.113.9", true, IpAddr::V4(SESSION))
+    };
+    let learnt = path(src("198.51.100.2", false, false), attrs());
+    let own = path(local(), attrs());
+    assert_eq!(
+        export(&learnt, &keep).map(|e| e.next_hop),
+        Some(learnt.next_hop),
+        "Keep passes a learnt next hop on"
+    );
+    assert_eq!(
+        export(&own, &keep).map(|e| e.next_hop),
+        Some(IpAddr::V4(SESSION)),
+        "our own routes carry the session's address"
+    );
+    // iBGP: next-hop-self and our own routes use the configured address, as before.
+    let ibgp = ExportPolicy {
+        next_hop_self: true,
+        ..on_session("198.51.100.3", false, IpAddr::V4(SESSION))
+    };
+    let ebgp_learnt = path(src("203.0.113.9", true, false), attrs());
+    for p in [&own, &ebgp_learnt] {
+        assert_eq!(export(p, &ibgp).map(|e| e.next_hop), Some(IpAddr::V4(ME)));
+    }
 }
 
 #[test]
