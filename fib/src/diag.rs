@@ -142,6 +142,8 @@ pub struct PeerFacts {
     /// Configured for multihop (eBGP multihop or iBGP with recursive next hops): not
     /// being on this node's subnet is then expected.
     pub multihop: bool,
+    /// For an eBGP peer: what tern announces to it (None for iBGP peers).
+    pub ebgp: Option<EbgpFacts>,
 }
 
 /// How the kernel reaches an address (what `ip route get` answers).
@@ -414,6 +416,9 @@ fn suggestion_for(kind: FailureKind) -> &'static str {
 
 mod host;
 pub use host::{forwarding_disabled, interfaces_down, DownReport};
+
+mod ebgp;
+pub use ebgp::{ebgp_next_hops, AnnouncedNextHop, EbgpFacts};
 
 #[cfg(test)]
 mod tests;

@@ -472,12 +472,14 @@ fn layer2_and_next_hop_findings_from_the_kernel() {
             name: "peer on eth0".into(),
             network: Some(net("198.51.100.2/24")),
             multihop: false,
+            ebgp: None,
         },
         PeerFacts {
             address: ip("203.0.113.130"),
             name: "peer beyond eth1".into(),
             network: Some(net("203.0.113.130/25")),
             multihop: false,
+            ebgp: None,
         },
     ];
     let f = diag::layer2(&peers, &ifaces);

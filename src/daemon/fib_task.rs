@@ -164,6 +164,7 @@ mod tests {
             name: "global peer tor".into(),
             network: None,
             multihop: false,
+            ebgp: None,
         };
         tx.send(FibMsg::Diagnose(vec![peer], dtx)).await.unwrap();
         assert!(drx.await.unwrap().is_empty());

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tern_bgp::rib::export::Exported;
 use tern_bgp::rib::Best;
 use tern_bgp::speaker::{PeerStats, SpeakerCommand};
-use tern_fib::diag::PeerFacts;
+use tern_fib::diag::{EbgpFacts, PeerFacts};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::convert::route_info;
@@ -289,6 +289,11 @@ impl DaemonHandler {
                 },
                 network: p.intent.peer_network,
                 multihop: p.intent.ttl_security.is_some_and(|t| t > 1),
+                // The next hops announced are filled in from the speaker.
+                ebgp: (p.intent.remote_as != p.intent.local_as).then(|| EbgpFacts {
+                    subject: format!("{} peer {}", p.intent.kind, p.intent.address),
+                    announced: Vec::new(),
+                }),
             })
             .collect())
     }

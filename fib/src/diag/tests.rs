@@ -35,6 +35,7 @@ fn peer(addr: &str, network: Option<&str>, multihop: bool) -> PeerFacts {
         name: format!("node-to-node mesh peer {addr}"),
         network: network.map(net),
         multihop,
+        ebgp: None,
     }
 }
 
@@ -359,7 +360,11 @@ fn forwarding_names_the_sysctl_and_an_advertised_prefix() {
     let f = forwarding_disabled("IPv4", "net.ipv4.ip_forward", &[net("198.18.0.0/26")]);
     assert_eq!(f.kind, FindingKind::ForwardingDisabled);
     assert_eq!(f.severity, Severity::Error);
-    assert!(f.evidence.contains("net.ipv4.ip_forward is 0"), "{}", f.evidence);
+    assert!(
+        f.evidence.contains("net.ipv4.ip_forward is 0"),
+        "{}",
+        f.evidence
+    );
     assert!(f.evidence.contains("198.18.0.0/26"), "{}", f.evidence);
     assert!(f.suggestion.contains("sysctl -w net.ipv4.ip_forward=1"));
 }

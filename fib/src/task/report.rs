@@ -162,6 +162,7 @@ impl<B: Backend> Task<B> {
         let mut findings = down.findings;
         findings.extend(diag::layer2(&peers, &interfaces));
         findings.extend(diag::next_hops(&hops, &interfaces, &neighbours));
+        findings.extend(diag::ebgp_next_hops(&peers, &interfaces));
         findings.extend(diag::refused(&failures));
         findings
     }
