@@ -23,6 +23,7 @@
 //!   applied ([`Hooks::on_intent_applied`], see `crate::service`).
 
 mod convert;
+mod diagnoser;
 mod fib_task;
 mod handler;
 mod intent;

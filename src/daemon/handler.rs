@@ -13,7 +13,7 @@ use serde_json::Value;
 use tern_bgp::rib::export::Exported;
 use tern_bgp::rib::Best;
 use tern_bgp::speaker::{PeerStats, SpeakerCommand};
-use tern_fib::diag::{EbgpFacts, PeerFacts};
+use tern_fib::diag::{AnnouncedNextHop, EbgpFacts, PeerFacts};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::convert::route_info;
@@ -21,8 +21,8 @@ use super::fib_task::FibMsg;
 use super::state::State;
 use crate::birdsock::{BirdPeer, BirdView};
 use crate::control::proto::{
-    DaemonInfo, DiagnoseReply, FindingInfo, HealthReply, PeersReply, ReloadReply, Request,
-    RoutesReply, StatusReply,
+    DaemonInfo, DiagnoseReply, HealthReply, PeersReply, ReloadReply, Request, RoutesReply,
+    StatusReply,
 };
 use crate::control::server::Handler;
 
@@ -41,7 +41,7 @@ pub struct DaemonHandler {
     pub reload: Arc<Notify>,
 }
 
-async fn ask<T>(what: &str, rx: oneshot::Receiver<T>) -> Result<T, String> {
+pub(super) async fn ask<T>(what: &str, rx: oneshot::Receiver<T>) -> Result<T, String> {
     match tokio::time::timeout(ASK_TIMEOUT, rx).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(_)) => Err(format!("the {what} has stopped")),
@@ -249,35 +249,47 @@ impl DaemonHandler {
     /// `tern diagnose`: the FIB task's findings about the peers' paths, TCP-MD5
     /// trouble and an unreadable datastore, most severe first.
     async fn diagnose(&self) -> Result<Value, String> {
-        let peers = self.peer_facts()?;
-        let (tx, rx) = oneshot::channel();
-        self.fib
-            .send(FibMsg::Diagnose(peers, tx))
-            .await
-            .map_err(|_| "the FIB task has stopped".to_string())?;
-        let mut findings = ask("FIB task", rx).await?;
-        let (md5, unsupported, datastore) = {
+        let findings = {
             let s = self.lock()?;
-            (
-                md5_findings(&s),
-                unsupported_findings(&s),
-                datastore_finding(&s),
-            )
+            (s.findings_round > 0).then(|| s.findings.clone())
         };
-        findings.extend(md5);
-        findings.extend(unsupported);
-        findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
-        let mut infos: Vec<FindingInfo> = findings.into_iter().map(finding_info).collect();
-        // Most severe first: a warning, after the errors.
-        if let Some(d) = datastore {
-            let at = infos.iter().take_while(|f| f.severity == "error").count();
-            infos.insert(at, d);
+        // Before the diagnoser's first round (just after start): evaluated here.
+        let findings = match findings {
+            Some(f) => f,
+            None => super::diagnoser::evaluate(self, &mut Default::default()).await?,
+        };
+        json(&DiagnoseReply { findings })
+    }
+
+    /// [`Self::peer_facts`] with the next hops in each established eBGP peer's
+    /// Adj-RIB-Out (asked of the speaker), for the ebgp-next-hop-unreachable rule.
+    /// Without a speaker (BGP not started) nothing is announced.
+    pub(super) async fn peer_facts_announced(&self) -> Result<Vec<PeerFacts>, String> {
+        let mut peers = self.peer_facts()?;
+        let Ok(speaker) = self.speaker() else {
+            return Ok(peers);
+        };
+        for p in peers.iter_mut() {
+            let Some(e) = p.ebgp.as_mut() else { continue };
+            let (tx, rx) = oneshot::channel();
+            if speaker
+                .send(SpeakerCommand::Advertised(p.address, tx))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            // None: the session is not established, so nothing is announced.
+            if let Some(sent) = ask("BGP speaker", rx).await? {
+                e.announced =
+                    AnnouncedNextHop::summarise(sent.into_iter().map(|(n, x)| (n, x.next_hop)));
+            }
         }
-        json(&DiagnoseReply { findings: infos })
+        Ok(peers)
     }
 
     /// What the FIB task's diagnosis needs to know of each peer.
-    fn peer_facts(&self) -> Result<Vec<PeerFacts>, String> {
+    pub(super) fn peer_facts(&self) -> Result<Vec<PeerFacts>, String> {
         let s = self.lock()?;
         Ok(s.peers
             .values()
@@ -369,24 +381,6 @@ fn prefix_hit(rib: &[(IpNet, Best)], p: &IpNet, want: IpNet) -> bool {
     }
 }
 
-/// A diagnosis finding as the control protocol shows it (kind and severity as their
-/// serde names).
-fn finding_info(f: tern_fib::diag::Finding) -> FindingInfo {
-    FindingInfo {
-        kind: serde_json::to_value(f.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_else(|| format!("{:?}", f.kind)),
-        subject: f.subject,
-        evidence: f.evidence,
-        suggestion: f.suggestion,
-        severity: serde_json::to_value(f.severity)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_else(|| format!("{:?}", f.severity)),
-    }
-}
-
 /// One Adj-RIB-Out entry as a `tern routes --advertised` row.
 fn advertised_info(prefix: IpNet, e: &Exported, peer: IpAddr) -> crate::control::proto::RouteInfo {
     crate::control::proto::RouteInfo {
@@ -474,56 +468,5 @@ impl Handler for DaemonHandler {
         request: Request,
     ) -> Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + '_>> {
         Box::pin(self.answer(request))
-    }
-}
-
-/// The datastore cannot be read: first, since nothing the cluster changes reaches this
-/// node meanwhile.
-fn datastore_finding(s: &State) -> Option<FindingInfo> {
-    let why = s.datastore_error.as_ref()?;
-    Some(FindingInfo {
-        kind: "datastore-unavailable".into(),
-        subject: s.datastore.clone(),
-        evidence: why.clone(),
-        suggestion: "the configuration in force stays (routes and sessions are kept), but no change in the cluster reaches this node until the datastore is readable: fix what the evidence names".into(),
-        severity: "warning".into(),
-    })
-}
-
-/// TCP-MD5 trouble: peers with a password that are not up, when the kernel (this
-/// namespace's `/proc/net/netstat`) counts segments dropped for their signatures.
-/// Peers whose password or ttlSecurity this platform cannot honour (Windows): the
-/// speaker refuses them, and `tern diagnose` says so.
-fn unsupported_findings(s: &State) -> Vec<tern_fib::diag::Finding> {
-    let refused: Vec<(String, String)> = s
-        .peers
-        .values()
-        .filter_map(|p| {
-            let why = tern_bgp::session::sockopt::unsupported(
-                p.intent.password.is_some(),
-                p.intent.ttl_security.is_some(),
-            )?;
-            Some((format!("{} peer {}", p.intent.kind, p.intent.address), why))
-        })
-        .collect();
-    tern_fib::diag::unsupported(&refused)
-}
-
-fn md5_findings(s: &State) -> Vec<tern_fib::diag::Finding> {
-    let down: Vec<String> = s
-        .peers
-        .values()
-        .filter(|p| p.intent.password.is_some() && p.state != "Established")
-        .map(|p| format!("{} peer {}", p.intent.kind, p.intent.address))
-        .collect();
-    if down.is_empty() {
-        return Vec::new();
-    }
-    let counters = std::fs::read_to_string("/proc/net/netstat")
-        .ok()
-        .and_then(|t| tern_fib::diag::Md5Counters::parse(&t));
-    match counters {
-        Some(c) => tern_fib::diag::md5(c, &down),
-        None => Vec::new(),
     }
 }

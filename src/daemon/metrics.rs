@@ -306,6 +306,17 @@ fn fib_metrics(reg: &mut Registry, f: &FibReply) {
 /// Diagnostic findings by kind and severity.
 fn diagnose_metrics(reg: &mut Registry, d: &DiagnoseReply) {
     let mut counts: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    // Every known kind and severity, 0 when absent: a query or an alert sees the
+    // series before the first finding of its kind.
+    let kinds = tern_fib::diag::FindingKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .chain(["datastore-unavailable"]);
+    for kind in kinds {
+        for severity in ["info", "warning", "error"] {
+            counts.insert((kind.to_string(), severity.to_string()), 0);
+        }
+    }
     for f in &d.findings {
         *counts
             .entry((f.kind.clone(), f.severity.clone()))

@@ -20,7 +20,7 @@ use super::fib_task::{start_fib, FibHandle, FibMsg};
 use super::routes::RibFilter;
 use super::state::State;
 use super::status::{notify_ready, notify_stopping, notify_watchdog, update_status};
-use super::{handler, intent, memory, metrics, routes, start, status};
+use super::{diagnoser, handler, intent, memory, metrics, routes, start, status};
 use crate::control::server::Server;
 
 /// The main loop's own state.
@@ -101,6 +101,9 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         cfg.bird6_socket.as_deref(),
         Arc::clone(&handler) as Arc<dyn crate::birdsock::ViewSource>,
     )?;
+    // Findings re-evaluated about once a second: one list for `tern diagnose`, the
+    // metrics and the log.
+    tokio::spawn(diagnoser::run(Arc::clone(&handler)));
     tokio::spawn(server.run(handler));
 
     // Workload routes (Linux): borrowed addresses seen in the kernel; the watcher
@@ -398,6 +401,7 @@ fn on_speaker_event(ev: SpeakerEvent, state: &Arc<Mutex<State>>) {
             tracing::info!(peer = %addr, families = ?n.families.iter().map(|f| f.to_string()).collect::<Vec<_>>(), "BGP session established");
             if let Ok(mut s) = state.lock() {
                 s.peer_up(addr.ip(), &n);
+                s.troubles.session_up(addr.ip());
             }
         }
         SpeakerEvent::PeerDown(addr, why) => {
@@ -437,6 +441,16 @@ fn on_speaker_event(ev: SpeakerEvent, state: &Arc<Mutex<State>>) {
         }
         SpeakerEvent::Refused(addr) => {
             tracing::warn!(from = %addr, "refused a BGP connection from an address that is not a configured peer");
+        }
+        // Kept for the diagnoser's findings (src/daemon/troubles.rs), which log it.
+        SpeakerEvent::Trouble(addr, t) => {
+            if let Ok(mut s) = state.lock() {
+                let s = &mut *s;
+                s.troubles.retain(|a| s.peers.contains_key(a));
+                if s.peers.contains_key(&addr.ip()) {
+                    s.troubles.record(addr.ip(), t);
+                }
+            }
         }
         SpeakerEvent::PolicyChanged(addr, what) => {
             tracing::info!(peer = %addr, "route policy replaced: {what}");

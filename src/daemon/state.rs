@@ -69,6 +69,8 @@ pub struct State {
     /// The findings in force, as the diagnoser last evaluated them (`tern diagnose`,
     /// the metrics and the log follow this one list).
     pub findings: Vec<crate::control::proto::FindingInfo>,
+    /// Evaluations the diagnoser finished (0: `findings` is not filled yet).
+    pub findings_round: u64,
 }
 
 impl State {
@@ -90,6 +92,7 @@ impl State {
             kernel_originated: Default::default(),
             troubles: Default::default(),
             findings: Vec::new(),
+            findings_round: 0,
         }
     }
 
@@ -249,12 +252,12 @@ impl State {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::time::Duration;
     use tern_config::datastore::Document;
 
-    fn state_with_mesh() -> State {
+    pub(crate) fn state_with_mesh() -> State {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/config/examples/mesh/cluster.yaml"
