@@ -430,6 +430,9 @@ fn check_actions(
                 assert_eq!(Some(&**n), fsm.negotiated(), "Up with another negotiation");
             }
             Action::Down(_) => down = true,
+            Action::Trouble(t) => {
+                assert_ne!(t.state, State::Established, "trouble while up: {actions:?}");
+            }
             Action::Update(_) | Action::RouteRefresh(_) => {
                 assert_eq!(cur, State::Established, "routes handed up in {cur:?}");
             }

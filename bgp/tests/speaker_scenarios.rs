@@ -257,6 +257,7 @@ fn event(e: &SpeakerEvent) -> String {
         SpeakerEvent::Routes(c) => format!("routes {}", c.len()),
         SpeakerEvent::PeerUp(p, _) => format!("up {}", p.ip()),
         SpeakerEvent::PeerDown(p, why) => format!("down {}: {why}", p.ip()),
+        SpeakerEvent::Trouble(p, t) => format!("trouble {}: {t:?}", p.ip()),
         SpeakerEvent::Rejected(p, why) => format!("rejected {}: {why}", p.ip()),
         SpeakerEvent::Refused(p) => format!("refused {}", p.ip()),
         SpeakerEvent::PolicyChanged(p, what) => format!("policy {}: {what}", p.ip()),

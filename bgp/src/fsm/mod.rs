@@ -19,6 +19,7 @@
 
 pub mod collision;
 pub mod negotiate;
+pub mod trouble;
 mod types;
 
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 pub use negotiate::{negotiate, Negotiated};
+pub use trouble::{Detail, NoticedBy, SessionTrouble};
 pub use types::{Action, DownReason, Event, SessionConfig, State, Timer, OPEN_HOLD_TIME};
 
 use crate::wire::notification::{cease_subcode, code, open_subcode};
@@ -228,7 +230,15 @@ impl Session {
                     subcode: 0,
                     data: Bytes::new(),
                 };
-                self.fail(out, &n, now);
+                // Before Established: how long the peer had to send its OPEN (or, in
+                // OpenConfirm, its KEEPALIVE).
+                let waited = match self.negotiated.as_ref() {
+                    Some(n) if self.state == State::OpenConfirm => {
+                        Duration::from_secs(u64::from(n.hold_time))
+                    }
+                    _ => self.cfg.open_hold_time,
+                };
+                self.fail_with(out, &n, Detail::HoldTimer { waited }, now);
             }
             Event::TimerExpired(Timer::Keepalive)
                 if matches!(self.state, State::OpenConfirm | State::Established) =>
@@ -383,12 +393,33 @@ impl Session {
 
     /// Sends `n`, closes, and goes to Idle with back-off.
     fn fail(&mut self, out: &mut Vec<Action>, n: &Notification, now: Instant) {
+        self.fail_with(out, n, Detail::None, now);
+    }
+
+    /// [`Session::fail`], reporting the NOTIFICATION as trouble (with `detail`) when
+    /// the session is not Established.
+    fn fail_with(&mut self, out: &mut Vec<Action>, n: &Notification, detail: Detail, now: Instant) {
+        self.trouble(out, NoticedBy::Us, n, detail);
         self.send_notification(out, n);
         self.go_idle(out, DownReason::NotificationSent(n.to_string()), now);
     }
 
     /// Collision resolution ends this connection, not the session: back to Active with
     /// no Down and no back-off, retrying unless the kept connection takes over first.
+    /// Reports a NOTIFICATION sent or received while the session is on its way up
+    /// (not Idle, not Established): why it cannot get up.
+    fn trouble(&self, out: &mut Vec<Action>, by: NoticedBy, n: &Notification, detail: Detail) {
+        if matches!(self.state, State::Idle | State::Established) {
+            return;
+        }
+        out.push(Action::Trouble(Box::new(SessionTrouble {
+            by,
+            notification: n.clone(),
+            state: self.state,
+            detail,
+        })));
+    }
+
     fn drop_connection_quietly(&mut self, out: &mut Vec<Action>) {
         out.push(Action::Disconnect);
         for t in [
@@ -407,6 +438,22 @@ impl Session {
         self.negotiated = None;
         self.send_blocked = false;
         self.set(out, State::Active);
+    }
+
+    /// A Cease for something the peer's operator did (RFC 4486: shutdown, peer
+    /// de-configured, reset, configuration change) is no oscillation: back-off starts
+    /// over, so the session follows the operator's repair at once. Back-off from an
+    /// earlier fault (an AS mismatch) otherwise refused the repaired peer for minutes.
+    fn forgive_operator_cease(&mut self, n: &Notification) {
+        let operator = [
+            cease_subcode::ADMINISTRATIVE_SHUTDOWN,
+            cease_subcode::PEER_DECONFIGURED,
+            cease_subcode::ADMINISTRATIVE_RESET,
+            cease_subcode::OTHER_CONFIGURATION_CHANGE,
+        ];
+        if n.code == code::CEASE && operator.contains(&n.subcode) {
+            self.next_idle_hold = self.cfg.idle_hold;
+        }
     }
 
     fn go_idle(&mut self, out: &mut Vec<Action>, reason: DownReason, now: Instant) {
@@ -466,9 +513,13 @@ impl Session {
                 Err(e) => return self.fail(out, &e.notification(), now),
             };
             let msg = self.buf.split_to(len).freeze();
-            match Message::decode(msg, &rx) {
+            match Message::decode(msg.clone(), &rx) {
                 Ok(m) => self.message(out, m, now),
-                Err(e) => return self.fail(out, &e.notification(), now),
+                Err(e) => {
+                    let n = e.notification();
+                    let detail = Detail::of_refused(&n, &msg);
+                    return self.fail_with(out, &n, detail, now);
+                }
             }
             if self.state == State::Idle {
                 return;
@@ -491,6 +542,9 @@ impl Session {
                 self.drop_connection_quietly(out);
             }
             (_, Message::Notification(n)) => {
+                self.forgive_operator_cease(&n);
+                let detail = Detail::of_received(&n, &self.cfg);
+                self.trouble(out, NoticedBy::Peer, &n, detail);
                 self.go_idle(out, DownReason::NotificationReceived(n.to_string()), now);
             }
             (State::Connect | State::Active, Message::Open(o)) => {
@@ -537,26 +591,29 @@ impl Session {
         };
         if o.asn() != self.cfg.peer_as {
             let data = Bytes::copy_from_slice(&o.my_as.to_be_bytes());
-            return self.fail(out, &open_error(open_subcode::BAD_PEER_AS, data), now);
+            let detail = Detail::PeerAs {
+                offered: o.asn(),
+                expected: self.cfg.peer_as,
+            };
+            let n = open_error(open_subcode::BAD_PEER_AS, data);
+            return self.fail_with(out, &n, detail, now);
         }
         // RFC 6286 §2.2: within an AS the identifiers must differ.
         if o.asn() == self.cfg.local_as && o.bgp_id == self.cfg.router_id {
-            return self.fail(
-                out,
-                &open_error(open_subcode::BAD_BGP_IDENTIFIER, Bytes::new()),
-                now,
-            );
+            let detail = Detail::RouterId {
+                router_id: self.cfg.router_id,
+            };
+            let n = open_error(open_subcode::BAD_BGP_IDENTIFIER, Bytes::new());
+            return self.fail_with(out, &n, detail, now);
         }
         let Some(local) = &self.local_open else {
             return;
         };
         let n = negotiate(local, &o, self.cfg.keepalive);
         if n.families.is_empty() {
-            return self.fail(
-                out,
-                &open_error(open_subcode::UNSUPPORTED_CAPABILITY, Bytes::new()),
-                now,
-            );
+            let detail = Detail::of_families(local, &o);
+            let n = open_error(open_subcode::UNSUPPORTED_CAPABILITY, Bytes::new());
+            return self.fail_with(out, &n, detail, now);
         }
         self.negotiated = Some(n);
         self.send_keepalive(out);

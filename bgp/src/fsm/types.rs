@@ -149,6 +149,9 @@ pub enum Action {
     Update(Box<Update>),
     /// The peer asked for our routes again, or marks a refresh's start or end.
     RouteRefresh(RouteRefresh),
+    /// A NOTIFICATION was sent or received before the session was Established,
+    /// decoded (comes before the [`Action::Down`] it causes).
+    Trouble(Box<super::SessionTrouble>),
 }
 
 /// Per-peer settings the machine needs.

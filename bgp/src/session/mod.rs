@@ -12,6 +12,7 @@
 //! hold timer drops a peer that stops reading altogether.
 
 mod collide;
+mod connect;
 pub mod listener;
 pub mod sockopt;
 
@@ -22,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -31,6 +32,8 @@ use crate::fsm::{Action, DownReason, Event, Negotiated, Session, SessionConfig, 
 use crate::wire::notification::{cease_subcode, code};
 use crate::wire::{CodecOptions, Message, Notification, RouteRefresh, Update};
 use collide::Second;
+use connect::{connect, Attempts};
+pub use connect::{ConnectFailure, ConnectTrouble, Trouble};
 
 /// How to reach one peer.
 #[derive(Debug, Clone)]
@@ -113,6 +116,15 @@ pub enum SessionEvent {
         /// Why, in plain words.
         why: String,
     },
+    /// Why the session cannot get up: a connect attempt failed (each one, with
+    /// counts), one succeeded after failures, or a NOTIFICATION was sent or received
+    /// before Established.
+    Trouble {
+        /// Peer.
+        peer: SocketAddr,
+        /// What happened.
+        trouble: Trouble,
+    },
     /// A ROUTE-REFRESH arrived.
     RouteRefresh {
         /// Peer.
@@ -161,39 +173,6 @@ pub fn spawn(cfg: DriverConfig, events: mpsc::Sender<SessionEvent>) -> SessionHa
 }
 
 type Connecting = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
-
-/// Opens a connection with the peer's socket options applied before the SYN.
-async fn connect(cfg: DriverConfig) -> io::Result<TcpStream> {
-    let sock = if cfg.peer.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    if let Some(a) = cfg.local_addr {
-        sock.bind(SocketAddr::new(a, 0))?;
-    }
-    if let Some(pw) = &cfg.password {
-        sockopt::set_md5(&sock, cfg.peer.ip(), pw)?;
-    }
-    if let Some(hops) = cfg.ttl_security {
-        // Before the SYN: it must leave with TTL 255 too, and a SYN-ACK from too far
-        // is dropped by the kernel (the connect then times out).
-        sockopt::set_min_ttl(&sock, cfg.peer.ip(), hops)?;
-        sockopt::set_ttl_out(&sock, cfg.peer.ip())?;
-    }
-    let stream = sock.connect(cfg.peer).await.map_err(|e| match cfg.ttl_security {
-        Some(hops) if e.kind() == io::ErrorKind::TimedOut => io::Error::new(
-            e.kind(),
-            format!(
-                "{e} (ttlSecurity: the peer's segments must arrive with TTL {} or more, i.e. at most {hops} hop(s) away)",
-                sockopt::gtsm_min_ttl(hops)
-            ),
-        ),
-        _ => e,
-    })?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
 
 /// Settings of the peer this platform cannot honour, as an error naming them; checked
 /// before a session starts so such a peer is refused rather than run without them.
@@ -253,6 +232,8 @@ struct Driver {
     /// The last [`SessionEvent::ConnectFailed`] text, so a retry that fails the same
     /// way is not reported again.
     reported: Option<String>,
+    /// Failed connect attempts since the session was last up.
+    attempts: Attempts,
 }
 
 async fn run(
@@ -278,6 +259,7 @@ async fn run(
         out: BytesMut::new(),
         blocked: false,
         reported: None,
+        attempts: Attempts::default(),
     };
     let mut buf = vec![0u8; 65536];
     // Set when every handle is gone (the peer was removed): stop once, then end the
@@ -309,6 +291,7 @@ async fn run(
             },
             r = async { match d.connecting.as_mut() { Some(f) => f.await, None => std::future::pending().await } }, if d.connecting.is_some() => {
                 d.connecting = None;
+                d.connect_outcome(&r).await;
                 d.connect_done(r).await;
                 continue;
             },
@@ -328,6 +311,10 @@ async fn run(
                 let now = Instant::now();
                 let Some(t) = d.timers.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).next() else { continue };
                 d.timers.remove(&t);
+                // The machine abandons a pending connect for a new one: it went unanswered.
+                if t == Timer::ConnectRetry && d.connecting.is_some() {
+                    d.connect_timed_out().await;
+                }
                 Event::TimerExpired(t)
             },
         };
@@ -469,6 +456,7 @@ impl Driver {
                 // The machine connects only without a connection, so no connection of
                 // ours is up to close and nothing held on theirs to release.
                 let _ = self.collision.connecting();
+                self.attempts.start();
                 self.connecting = Some(Box::pin(connect(self.cfg.clone())));
             }
             Action::Disconnect => {
@@ -500,6 +488,7 @@ impl Driver {
                 match to {
                     State::Established => {
                         self.reported = None;
+                        self.attempts = Attempts::default();
                         self.collision.established(self.conn_side);
                     }
                     // The session is down: so is a connection that was resolving a
@@ -542,6 +531,7 @@ impl Driver {
                     .send(SessionEvent::RouteRefresh { peer, refresh })
                     .await;
             }
+            Action::Trouble(t) => self.report(Trouble::Notification(t)).await,
         }
         None
     }

@@ -312,6 +312,11 @@ impl Speaker {
                 }
                 self.flush(peer.ip());
             }
+            SessionEvent::Trouble { peer, trouble } => {
+                if self.peers.contains_key(&peer.ip()) {
+                    self.event(SpeakerEvent::Trouble(peer, trouble));
+                }
+            }
             SessionEvent::StateChanged { peer, to, .. } => {
                 if self.peers.contains_key(&peer.ip()) {
                     self.event(SpeakerEvent::PeerState(peer, to));

@@ -18,6 +18,8 @@ mod peer;
 mod policy;
 mod task;
 
+pub use crate::fsm::trouble::{Detail, NoticedBy, SessionTrouble};
+pub use crate::session::{ConnectFailure, ConnectTrouble, Trouble};
 pub use task::{spawn, spawn_routed};
 #[doc(hidden)]
 pub use task::{spawn_with, Link, Spawner};
@@ -271,6 +273,11 @@ pub enum SpeakerEvent {
     PeerUp(SocketAddr, Box<Negotiated>),
     /// A session went down.
     PeerDown(SocketAddr, String),
+    /// Why a configured peer's session cannot get up, as data (connect attempts timed
+    /// out or refused, with counts; a connect that succeeded after them; a
+    /// NOTIFICATION before Established, decoded). [`SpeakerEvent::PeerDown`] still
+    /// carries the text.
+    Trouble(SocketAddr, Trouble),
     /// A peer's route was refused by the import checks, or one of its routes by its
     /// import or export policy (the first time per statement and direction, naming
     /// the statement); also malformed UPDATEs and prefix limits.

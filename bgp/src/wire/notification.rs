@@ -197,6 +197,34 @@ impl Notification {
         })
     }
 
+    /// For an OPEN Message Error / Unsupported Capability, the capability codes its
+    /// data names (RFC 5492 §3: a list of capabilities, each code, length, value); a
+    /// list cut short yields the codes read so far.
+    pub fn capability_codes(&self) -> Vec<u8> {
+        let mut codes = Vec::new();
+        if self.code != code::OPEN_MESSAGE || self.subcode != open_subcode::UNSUPPORTED_CAPABILITY {
+            return codes;
+        }
+        let mut rest: &[u8] = &self.data;
+        while let [c, len, tail @ ..] = rest {
+            codes.push(*c);
+            rest = tail.get(usize::from(*len)..).unwrap_or_default();
+        }
+        codes
+    }
+
+    /// For an OPEN Message Error / Unsupported Version Number, the largest version
+    /// the sender supports (RFC 4271 §6.2: a 2-octet number).
+    pub fn supported_version(&self) -> Option<u8> {
+        if self.code != code::OPEN_MESSAGE || self.subcode != open_subcode::UNSUPPORTED_VERSION {
+            return None;
+        }
+        match self.data.as_ref() {
+            [hi, lo] => u8::try_from(u16::from_be_bytes([*hi, *lo])).ok(),
+            _ => None,
+        }
+    }
+
     /// The RFC name of the error code.
     pub fn code_name(&self) -> &'static str {
         code_name(self.code)
@@ -369,6 +397,29 @@ mod tests {
         for s in 1..=10 {
             assert_ne!(subcode_name(code::CEASE, s), "Unknown subcode");
         }
+    }
+
+    #[test]
+    fn unsupported_capability_and_version_data_are_decoded() {
+        let n = Notification {
+            code: code::OPEN_MESSAGE,
+            subcode: open_subcode::UNSUPPORTED_CAPABILITY,
+            // multiprotocol ipv6 unicast, then a cut-short graceful restart.
+            data: Bytes::from_static(&[1, 4, 0, 2, 0, 1, 64, 6, 0]),
+        };
+        assert_eq!(n.capability_codes(), vec![1, 64]);
+        let n = Notification {
+            code: code::OPEN_MESSAGE,
+            subcode: open_subcode::UNSUPPORTED_VERSION,
+            data: Bytes::from_static(&[0, 4]),
+        };
+        assert_eq!(n.supported_version(), Some(4));
+        assert!(n.capability_codes().is_empty());
+        let short = Notification {
+            data: Bytes::from_static(&[4]),
+            ..n
+        };
+        assert_eq!(short.supported_version(), None);
     }
 
     #[test]

@@ -30,6 +30,15 @@ pub struct Open {
     pub capabilities: Vec<Capability>,
 }
 
+/// The version and hold time an OPEN message (header included) offers, read without
+/// checking anything else: what a refused OPEN carried, for diagnostics.
+pub fn offered(msg: &[u8]) -> Option<(u8, u16)> {
+    let body = msg.get(super::HEADER_LEN..)?;
+    let version = *body.first()?;
+    let hold = u16::from_be_bytes([*body.get(3)?, *body.get(4)?]);
+    Some((version, hold))
+}
+
 impl Open {
     /// An OPEN for `asn`: a 4-octet AS travels in the 4-octet AS capability, which is
     /// always included, with AS_TRANS in the 2-octet field if it does not fit.
