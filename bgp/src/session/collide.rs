@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::{reject, send_notification, Driver};
 use crate::fsm::collision::{first_message, FirstMessage, Side, Stage, Verdict};
 use crate::fsm::{Event, State};
-use crate::wire::notification::code;
+use crate::wire::notification::{cease_subcode, code};
 use crate::wire::Open;
 
 /// The peer's connection the state machine does not run, while a collision is resolved.
@@ -32,9 +32,12 @@ pub(super) struct Second {
 impl Driver {
     /// A connection the listener accepted from the peer.
     pub(super) async fn incoming(&mut self, s: TcpStream) {
-        // Idle refuses connections (RFC 4271 §8.2.2): the session is stopped or backing off.
+        // Idle refuses connections (RFC 4271 §8.2.2): the session is stopped or backing
+        // off. That is no collision: Cease / Connection Rejected (RFC 4486 §4) says so.
+        // (Collision Resolution here made a peer retrying every second look like a
+        // collision loop while the back-off ran.)
         if self.fsm.state() == State::Idle {
-            reject(&s);
+            send_notification(&s, code::CEASE, cease_subcode::CONNECTION_REJECTED);
             return;
         }
         if let Some(hops) = self.cfg.ttl_security {
