@@ -1,7 +1,8 @@
 //! One namespace test per node fault `tern diagnose` names (the session faults are in
 //! `diagnose_lab.rs`): an interface set down, IP forwarding turned off, a peer on
 //! another subnet, a next hop that stops answering ARP (INCOMPLETE, then FAILED), and
-//! a next hop reached only through a gateway, then through nothing. Each fault is made,
+//! a next hop reached only through a gateway, then through nothing (and the route the
+//! kernel refuses for it), the file datastore gone. Each fault is made,
 //! its finding must appear in all three places (`tern diagnose -o json`, the log line,
 //! the `tern_diagnostic_findings` metric), the fault is repaired, and the finding must
 //! clear from all three; the same fault is made on the BIRD node beside tern and its
@@ -394,6 +395,37 @@ fn next_hop_through_a_gateway_then_through_nothing_appears_and_clears() {
         test,
         "a next hop 203.0.113.50 off the node's subnets, through its gateway",
         &recursive,
+        cleared,
+    );
+}
+
+#[test]
+fn datastore_unavailable_appears_and_clears() {
+    let test = "diag_datastore";
+    let _one = diag::serial();
+    let Some((lab, _tmp)) = diag::up(test, "dgds-", |_| {}, |_| {}) else {
+        return;
+    };
+    let w = Watch {
+        lab: &lab,
+        node: 1,
+        test,
+    };
+    let cluster = lab.spec().cluster_file();
+    let aside = cluster.with_extension("aside");
+    let fault = w.mark();
+    std::fs::rename(&cluster, &aside).unwrap_or_else(|e| panic!("{e}"));
+    let seen = w.appear("datastore-unavailable", &[], fault, WAIT, |_| Ok(()));
+    // The configuration in force stays: the sessions are still up.
+    let (_, status) = lab.tern_cli(1, &["status"]);
+    assert!(status.contains("Established"), "{status}");
+    let repair = w.mark();
+    std::fs::rename(&aside, &cluster).unwrap_or_else(|e| panic!("{e}"));
+    let cleared = w.clear(&seen, repair, WAIT);
+    summary(
+        test,
+        "the file datastore's cluster.yaml is gone",
+        &seen,
         cleared,
     );
 }
