@@ -121,10 +121,13 @@ fn time(t: SystemTime) -> String {
 
 fn connect_finding(p: &PeerIntent, subject: &str, c: &ConnectTrouble) -> Finding {
     let to = format!("{}:{}", p.address, p.port);
+    let failed = match c.attempts {
+        1 => "1 attempt failed".to_string(),
+        n => format!("{n} attempts failed"),
+    };
     let counts = format!(
-        "{} in a row; {} attempts failed since {} (the session was not up since then), the last at {}",
+        "{} in a row; {failed} since {} (the session was not up since then), the last at {}",
         c.in_a_row,
-        c.attempts,
         time(c.since),
         time(c.last)
     );

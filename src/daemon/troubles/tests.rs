@@ -108,6 +108,7 @@ fn refused_connects_name_the_port_and_clear_when_the_session_is_up() {
         )]
     );
     assert!(f[0].evidence.starts_with("connect attempts to 198.51.100.12:179 were refused (the host answered with a TCP reset: nothing listens on port 179), 1 in a row"));
+    assert!(f[0].evidence.contains("1 in a row; 1 attempt failed since"));
     assert!(f[0].suggestion.contains("listenPort"));
     s.troubles.session_up(ip(NODE_B));
     assert!(findings(&s).is_empty());
