@@ -150,7 +150,7 @@ async fn an_open_from_another_as_is_reported_with_both_numbers() {
     let t = loop {
         match next_trouble(&mut rx).await {
             Trouble::Notification(t) => break t,
-            Trouble::Connected | Trouble::Connect(_) => {}
+            Trouble::Connected | Trouble::Connect(_) | Trouble::Closed(_) => {}
         }
     };
     assert_eq!(t.by, NoticedBy::Us);
@@ -163,4 +163,66 @@ async fn an_open_from_another_as_is_reported_with_both_numbers() {
     );
     let _ = h.send(Command::Stop(None)).await;
     let _ = peer.await;
+}
+
+/// A peer that accepts, reads our OPEN and closes without a word (BIRD, FRR and
+/// GoBGP do so with an address they have no neighbour for).
+#[tokio::test]
+async fn a_peer_closing_before_its_open_is_reported_with_the_state() {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let peer = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let _ = s.read(&mut buf).await;
+        drop(s);
+    });
+    let (tx, mut rx) = mpsc::channel(64);
+    let h = session::spawn(driver(addr), tx);
+    h.send(Command::Start).await.unwrap();
+    assert_eq!(
+        next_trouble(&mut rx).await,
+        Trouble::Closed(tern_bgp::fsm::State::OpenSent)
+    );
+    let _ = h.send(Command::Stop(None)).await;
+    let _ = peer.await;
+}
+
+/// Through the speaker: troubles of a configured peer come out as
+/// `SpeakerEvent::Trouble`, beside `PeerDown`'s text.
+#[tokio::test]
+async fn the_speaker_passes_troubles_on() {
+    use tern_bgp::speaker::{self, PeerConfig, SpeakerConfig, SpeakerEvent};
+    let addr = closed_port();
+    let cfg = SpeakerConfig {
+        router_id: Ipv4Addr::new(198, 51, 100, 11),
+        local_as: 64512,
+        listen: None,
+        extra_listen: Vec::new(),
+        cluster_id: None,
+        max_paths: 1,
+        peers: vec![PeerConfig {
+            connect_retry: Duration::from_secs(1),
+            ..PeerConfig::new(addr, 65001)
+        }],
+        restarting: false,
+        max_routes: None,
+    };
+    let (tx, mut rx) = mpsc::channel(64);
+    let _c = speaker::spawn(cfg, tx).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let (mut trouble, mut down) = (None, None);
+    while trouble.is_none() || down.is_none() {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(SpeakerEvent::Trouble(p, t))) if p == addr => trouble = Some(t),
+            Ok(Some(SpeakerEvent::PeerDown(p, why))) if p == addr => down = Some(why),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    match trouble {
+        Some(Trouble::Connect(c)) => assert_eq!(c.failure, ConnectFailure::Refused),
+        other => panic!("expected a refused connect, got {other:?}"),
+    }
+    assert!(down.unwrap_or_default().contains("refused"));
 }

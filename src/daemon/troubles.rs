@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::SystemTime;
 
+use tern_bgp::fsm::State as FsmState;
 use tern_bgp::speaker::{
     ConnectFailure, ConnectTrouble, Detail, NoticedBy, SessionTrouble, Trouble,
 };
@@ -32,20 +33,49 @@ pub struct PeerTrouble {
     /// Connect attempts failing now (cleared by a connect that succeeds).
     pub connect: Option<ConnectTrouble>,
     /// The latest NOTIFICATION before Established, and how often it came.
-    pub notification: Option<Repeated>,
+    pub notification: Option<Repeated<SessionTrouble>>,
+    /// The peer closed connections without a NOTIFICATION before the session was
+    /// up, in this state (shown only without a NOTIFICATION, which says more).
+    pub closed: Option<Repeated<FsmState>>,
 }
 
-/// A NOTIFICATION that may repeat with every attempt.
+/// Something that may repeat with every attempt.
 #[derive(Debug, Clone)]
-pub struct Repeated {
+pub struct Repeated<T> {
     /// The latest one.
-    pub trouble: SessionTrouble,
-    /// How many times in a row the same one (who, code, subcode) came.
+    pub what: T,
+    /// How many times in a row the same one came.
     pub count: u64,
     /// The first of those.
     pub first: SystemTime,
     /// The latest.
     pub last: SystemTime,
+}
+
+impl<T> Repeated<T> {
+    /// `what` happened at `now`, after `prev`: counted on if `same` says it is the
+    /// same again.
+    fn next(
+        prev: Option<Repeated<T>>,
+        what: T,
+        same: impl Fn(&T, &T) -> bool,
+        now: SystemTime,
+    ) -> Repeated<T> {
+        match prev {
+            Some(r) if same(&r.what, &what) => Repeated {
+                what,
+                count: r.count + 1,
+                first: r.first,
+                last: now,
+            },
+            _ => Repeated {
+                what,
+                count: 1,
+                first: now,
+                last: now,
+            },
+        }
+    }
 }
 
 impl Troubles {
@@ -55,33 +85,28 @@ impl Troubles {
     }
 
     fn record_at(&mut self, peer: IpAddr, t: Trouble, now: SystemTime) {
+        let p = self.by_peer.entry(peer).or_default();
+        // How the latest connection ended replaces how earlier ones did, except that
+        // a NOTIFICATION stays until the session is up: a peer backing off after one
+        // may close or refuse the next connections, which says less.
         match t {
-            Trouble::Connect(c) => self.by_peer.entry(peer).or_default().connect = Some(c),
-            Trouble::Connected => {
-                if let Some(p) = self.by_peer.get_mut(&peer) {
-                    p.connect = None;
-                }
+            Trouble::Connect(c) => {
+                p.connect = Some(c);
+                p.closed = None;
+            }
+            Trouble::Connected => p.connect = None,
+            Trouble::Closed(state) => {
+                p.connect = None;
+                p.closed = Some(Repeated::next(p.closed.take(), state, |a, b| a == b, now));
             }
             Trouble::Notification(n) => {
-                let p = self.by_peer.entry(peer).or_default();
-                p.notification = Some(match p.notification.take() {
-                    Some(r) if r.trouble.same_as(&n) => Repeated {
-                        trouble: *n,
-                        count: r.count + 1,
-                        first: r.first,
-                        last: now,
-                    },
-                    _ => Repeated {
-                        trouble: *n,
-                        count: 1,
-                        first: now,
-                        last: now,
-                    },
-                });
+                p.closed = None;
+                let same = |a: &SessionTrouble, b: &SessionTrouble| a.same_as(b);
+                p.notification = Some(Repeated::next(p.notification.take(), *n, same, now));
             }
         }
         self.by_peer
-            .retain(|_, p| p.connect.is_some() || p.notification.is_some());
+            .retain(|_, p| p.connect.is_some() || p.notification.is_some() || p.closed.is_some());
     }
 
     /// The peer's session is up: its troubles are over.
@@ -110,6 +135,10 @@ pub fn findings(s: &State) -> Vec<Finding> {
         }
         if let Some(n) = &t.notification {
             out.push(notification_finding(&p.intent, &subject, n));
+        } else if let Some(c) = t.closed.as_ref().filter(|c| c.count >= 2) {
+            // Once may be a peer restarting or settling a collision; every attempt
+            // (the next one is an idle hold of 1-2 s later) is a peer refusing us.
+            out.push(closed_finding(&p.intent, &subject, c));
         }
     }
     out
@@ -183,9 +212,9 @@ fn connect_finding(p: &PeerIntent, subject: &str, c: &ConnectTrouble) -> Finding
     }
 }
 
-fn notification_finding(p: &PeerIntent, subject: &str, r: &Repeated) -> Finding {
-    let t = &r.trouble;
-    let times = if r.count == 1 {
+/// ` (at T)`, or ` (N times since T0, the last at T)`.
+fn times<T>(r: &Repeated<T>) -> String {
+    if r.count == 1 {
         format!(" (at {})", time(r.last))
     } else {
         format!(
@@ -194,7 +223,37 @@ fn notification_finding(p: &PeerIntent, subject: &str, r: &Repeated) -> Finding 
             time(r.first),
             time(r.last)
         )
+    }
+}
+
+fn closed_finding(p: &PeerIntent, subject: &str, r: &Repeated<FsmState>) -> Finding {
+    let when = match r.what {
+        FsmState::OpenConfirm => "after the OPEN exchange, before its first KEEPALIVE",
+        _ => "without sending its OPEN",
     };
+    let us = match p.source {
+        Some(a) => format!("this node ({a}, AS {})", p.local_as),
+        None => format!("this node (AS {})", p.local_as),
+    };
+    Finding {
+        kind: FindingKind::ConnectionRefused,
+        subject: subject.to_string(),
+        evidence: format!(
+            "the peer accepted the TCP connection on port {} but closed it {when}, with no NOTIFICATION{}; the session stays down",
+            p.port,
+            times(r)
+        ),
+        suggestion: format!(
+            "the peer does not take this node as a neighbour: configure {us} as one on {} (BIRD logs \"Unexpected connect from unknown address\" for it), or check that it does not limit who may connect (an ACL, a passive-only neighbour, a connection limit)",
+            p.address
+        ),
+        severity: Severity::Error,
+    }
+}
+
+fn notification_finding(p: &PeerIntent, subject: &str, r: &Repeated<SessionTrouble>) -> Finding {
+    let t = &r.what;
+    let times = times(r);
     let kind = if t.is_duplicate_router_id() {
         FindingKind::DuplicateRouterId
     } else {

@@ -230,14 +230,7 @@ impl Session {
                     subcode: 0,
                     data: Bytes::new(),
                 };
-                // Before Established: how long the peer had to send its OPEN (or, in
-                // OpenConfirm, its KEEPALIVE).
-                let waited = match self.negotiated.as_ref() {
-                    Some(n) if self.state == State::OpenConfirm => {
-                        Duration::from_secs(u64::from(n.hold_time))
-                    }
-                    _ => self.cfg.open_hold_time,
-                };
+                let waited = self.hold_waited();
                 self.fail_with(out, &n, Detail::HoldTimer { waited }, now);
             }
             Event::TimerExpired(Timer::Keepalive)
@@ -396,30 +389,8 @@ impl Session {
         self.fail_with(out, n, Detail::None, now);
     }
 
-    /// [`Session::fail`], reporting the NOTIFICATION as trouble (with `detail`) when
-    /// the session is not Established.
-    fn fail_with(&mut self, out: &mut Vec<Action>, n: &Notification, detail: Detail, now: Instant) {
-        self.trouble(out, NoticedBy::Us, n, detail);
-        self.send_notification(out, n);
-        self.go_idle(out, DownReason::NotificationSent(n.to_string()), now);
-    }
-
     /// Collision resolution ends this connection, not the session: back to Active with
     /// no Down and no back-off, retrying unless the kept connection takes over first.
-    /// Reports a NOTIFICATION sent or received while the session is on its way up
-    /// (not Idle, not Established): why it cannot get up.
-    fn trouble(&self, out: &mut Vec<Action>, by: NoticedBy, n: &Notification, detail: Detail) {
-        if matches!(self.state, State::Idle | State::Established) {
-            return;
-        }
-        out.push(Action::Trouble(Box::new(SessionTrouble {
-            by,
-            notification: n.clone(),
-            state: self.state,
-            detail,
-        })));
-    }
-
     fn drop_connection_quietly(&mut self, out: &mut Vec<Action>) {
         out.push(Action::Disconnect);
         for t in [

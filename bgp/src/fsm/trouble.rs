@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{SessionConfig, State};
+use std::time::Instant;
+
+use super::{Action, DownReason, SessionConfig, State};
 use crate::wire::notification::{code, open_subcode};
 use crate::wire::{Capability, Family, Notification, Open};
 
@@ -218,6 +220,55 @@ impl std::fmt::Display for SessionTrouble {
                 )
             }
             (Detail::None, _) => Ok(()),
+        }
+    }
+}
+
+impl super::Session {
+    /// [`super::Session::fail`] (send `n`, close, go to Idle with back-off),
+    /// reporting the NOTIFICATION as trouble (with `detail`) when the session is not
+    /// Established.
+    pub(super) fn fail_with(
+        &mut self,
+        out: &mut Vec<Action>,
+        n: &Notification,
+        detail: Detail,
+        now: Instant,
+    ) {
+        self.trouble(out, NoticedBy::Us, n, detail);
+        self.send_notification(out, n);
+        self.go_idle(out, DownReason::NotificationSent(n.to_string()), now);
+    }
+
+    /// Reports a NOTIFICATION sent or received while the session is on its way up
+    /// (not Idle, not Established): why it cannot get up.
+    pub(super) fn trouble(
+        &self,
+        out: &mut Vec<Action>,
+        by: NoticedBy,
+        n: &Notification,
+        detail: Detail,
+    ) {
+        if matches!(self.state, State::Idle | State::Established) {
+            return;
+        }
+        out.push(Action::Trouble(Box::new(SessionTrouble {
+            by,
+            notification: n.clone(),
+            state: self.state,
+            detail,
+        })));
+    }
+
+    /// How long the peer had when the hold timer ran out before Established: the
+    /// open hold time for its OPEN, or in OpenConfirm the negotiated hold time for
+    /// its KEEPALIVE.
+    pub(super) fn hold_waited(&self) -> Duration {
+        match self.negotiated.as_ref() {
+            Some(n) if self.state == State::OpenConfirm => {
+                Duration::from_secs(u64::from(n.hold_time))
+            }
+            _ => self.cfg.open_hold_time,
         }
     }
 }

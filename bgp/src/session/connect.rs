@@ -16,7 +16,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 
 use super::{sockopt, Driver, DriverConfig, SessionEvent};
-use crate::fsm::SessionTrouble;
+use crate::fsm::{SessionTrouble, State};
 
 /// How one connect attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -73,6 +73,10 @@ pub enum Trouble {
     Connected,
     /// A NOTIFICATION was sent or received before the session was Established.
     Notification(Box<SessionTrouble>),
+    /// The peer closed the connection without a NOTIFICATION before the session was
+    /// up, in this state (OpenSent: it never sent its OPEN, as BIRD, FRR and GoBGP
+    /// do with a connection from an address they have no neighbour for).
+    Closed(State),
 }
 
 /// The driver's count of failed attempts.

@@ -234,6 +234,9 @@ struct Driver {
     reported: Option<String>,
     /// Failed connect attempts since the session was last up.
     attempts: Attempts,
+    /// The machine's state as its actions last reported it (a Down comes before
+    /// the change to Idle, so this is the state the session went down from).
+    reported_state: State,
 }
 
 async fn run(
@@ -260,6 +263,7 @@ async fn run(
         blocked: false,
         reported: None,
         attempts: Attempts::default(),
+        reported_state: State::Idle,
     };
     let mut buf = vec![0u8; 65536];
     // Set when every handle is gone (the peer was removed): stop once, then end the
@@ -485,6 +489,7 @@ impl Driver {
                 self.timers.remove(&t);
             }
             Action::StateChanged { from, to } => {
+                self.reported_state = to;
                 match to {
                     State::Established => {
                         self.reported = None;
@@ -517,6 +522,10 @@ impl Driver {
                     .await;
             }
             Action::Down(reason) => {
+                let opening = matches!(self.reported_state, State::OpenSent | State::OpenConfirm);
+                if reason == DownReason::ConnectionLost && opening {
+                    self.report(Trouble::Closed(self.reported_state)).await;
+                }
                 let _ = self.events.send(SessionEvent::Down { peer, reason }).await;
             }
             Action::Update(update) => {

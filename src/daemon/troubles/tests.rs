@@ -236,3 +236,62 @@ fn a_new_notification_replaces_the_count_and_peers_gone_or_up_have_none() {
     s.troubles.retain(|a| s.peers.contains_key(a));
     assert!(s.troubles.by_peer.is_empty());
 }
+
+#[test]
+fn a_peer_closing_before_its_open_is_refusing_this_node_as_a_neighbour() {
+    let mut s = state();
+    s.troubles
+        .record(ip(TOR), connect(ConnectFailure::Refused, 1));
+    s.troubles
+        .record(ip(TOR), Trouble::Closed(FsmState::OpenSent));
+    assert!(findings(&s).is_empty(), "once may be a peer restarting");
+    s.troubles
+        .record(ip(TOR), Trouble::Closed(FsmState::OpenSent));
+    let f = findings(&s);
+    assert_eq!(
+        f.len(),
+        1,
+        "the connect that succeeded replaced the refusal: {f:?}"
+    );
+    assert_eq!(f[0].kind, FindingKind::ConnectionRefused);
+    assert!(
+        f[0].evidence
+            .contains("closed it without sending its OPEN, with no NOTIFICATION (2 times since"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(f[0].suggestion.contains("AS 64512"), "{}", f[0].suggestion);
+
+    // A NOTIFICATION says more: the closes after it are not shown.
+    s.troubles.record(
+        ip(TOR),
+        notification(NoticedBy::Us, open_subcode::BAD_PEER_AS, Detail::None),
+    );
+    s.troubles
+        .record(ip(TOR), Trouble::Closed(FsmState::OpenSent));
+    let f = findings(&s);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].kind, FindingKind::Notification);
+
+    // A failing connect replaces the closes.
+    let mut s = state();
+    for _ in 0..2 {
+        s.troubles
+            .record(ip(TOR), Trouble::Closed(FsmState::OpenConfirm));
+    }
+    assert_eq!(kinds(&s)[0].0, FindingKind::ConnectionRefused);
+    assert!(findings(&s)[0]
+        .evidence
+        .contains("before its first KEEPALIVE"));
+    s.troubles.record(
+        ip(TOR),
+        connect(ConnectFailure::TimedOut(Duration::from_secs(3)), 1),
+    );
+    assert_eq!(
+        kinds(&s),
+        [(
+            FindingKind::PeerNotAnswering,
+            "global peer 198.51.100.1".to_string()
+        )]
+    );
+}
