@@ -229,9 +229,11 @@ struct Driver {
     connecting: Option<Connecting>,
     out: BytesMut,
     blocked: bool,
-    /// The last [`SessionEvent::ConnectFailed`] text, so a retry that fails the same
-    /// way is not reported again.
-    reported: Option<String>,
+    /// The [`SessionEvent::ConnectFailed`] texts since the session was last up (the
+    /// latest few), so a retry that fails the same way is not reported again, nor
+    /// two ways that alternate (a connect timing out, the peer's own connection
+    /// refused by GTSM) every few seconds.
+    reported: Vec<String>,
     /// Failed connect attempts since the session was last up.
     attempts: Attempts,
     /// The machine's state as its actions last reported it (a Down comes before
@@ -261,7 +263,7 @@ async fn run(
         connecting: None,
         out: BytesMut::new(),
         blocked: false,
-        reported: None,
+        reported: Vec::new(),
         attempts: Attempts::default(),
         reported_state: State::Idle,
     };
@@ -402,13 +404,16 @@ impl Driver {
 }
 
 impl Driver {
-    /// Reports why a connection failed, unless the session is up or it was the last
-    /// reason reported.
+    /// Reports why a connection failed, unless the session is up or the reason was
+    /// reported lately.
     pub(super) async fn connect_failed(&mut self, why: String) {
-        if self.fsm.state() == State::Established || self.reported.as_ref() == Some(&why) {
+        if self.fsm.state() == State::Established || self.reported.contains(&why) {
             return;
         }
-        self.reported = Some(why.clone());
+        if self.reported.len() >= 4 {
+            self.reported.remove(0);
+        }
+        self.reported.push(why.clone());
         let peer = self.cfg.peer;
         let _ = self
             .events
@@ -492,7 +497,7 @@ impl Driver {
                 self.reported_state = to;
                 match to {
                     State::Established => {
-                        self.reported = None;
+                        self.reported.clear();
                         self.attempts = Attempts::default();
                         self.collision.established(self.conn_side);
                     }
