@@ -364,14 +364,21 @@ fn next_hop_through_a_gateway_then_through_nothing_appears_and_clears() {
 
     // Without the default route nothing reaches it.
     let fault2 = w.mark();
-    in_ns(&tern_ns, "ip", &["route", "del", "default"]);
+    let bird_ns = node_ns(&lab, 2);
+    for ns in [&tern_ns, &bird_ns] {
+        in_ns(ns, "ip", &["route", "del", "default"]);
+    }
     let unresolved = w.appear("unresolved-next-hop", hop, fault2, WAIT, |_| Ok(()));
-    let repair2 = w.mark();
-    in_ns(
-        &tern_ns,
-        "ip",
-        &["route", "add", "default", "via", GATEWAY_V4],
+    bird_view(
+        test,
+        &lab,
+        Some(2),
+        &["show", "route", "all", "198.18.102.0/24"],
     );
+    let repair2 = w.mark();
+    for ns in [&tern_ns, &bird_ns] {
+        in_ns(ns, "ip", &["route", "add", "default", "via", GATEWAY_V4]);
+    }
     let cleared2 = w.clear(&unresolved, repair2, WAIT);
     summary(
         test,
