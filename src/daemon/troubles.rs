@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tern_bgp::fsm::State as FsmState;
 use tern_bgp::speaker::{
@@ -130,7 +130,7 @@ pub fn findings(s: &State) -> Vec<Finding> {
             continue;
         };
         let subject = format!("{} peer {}", p.intent.kind, p.intent.address);
-        if let Some(c) = &t.connect {
+        if let Some(c) = t.connect.as_ref().filter(|c| settled(s, c)) {
             out.push(connect_finding(&p.intent, &subject, c));
         }
         if let Some(n) = &t.notification {
@@ -142,6 +142,18 @@ pub fn findings(s: &State) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// Connect failures that began this soon after tern started are shown only once a
+/// second attempt failed too: peers started with this node (a lab, a rebooted rack)
+/// often refuse the very first one, and that is no fault.
+const STARTUP: Duration = Duration::from_secs(3);
+
+fn settled(s: &State, c: &ConnectTrouble) -> bool {
+    c.in_a_row >= 2
+        || c.since
+            .duration_since(s.started)
+            .map_or(true, |d| d >= STARTUP)
 }
 
 fn time(t: SystemTime) -> String {

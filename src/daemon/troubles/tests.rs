@@ -295,3 +295,27 @@ fn a_peer_closing_before_its_open_is_refusing_this_node_as_a_neighbour() {
         )]
     );
 }
+
+#[test]
+fn a_single_refusal_right_after_start_is_no_finding_yet() {
+    let mut s = state();
+    let at = s.started + Duration::from_secs(1);
+    let refused = |n: u64| {
+        Trouble::Connect(ConnectTrouble {
+            failure: ConnectFailure::Refused,
+            in_a_row: n,
+            attempts: n,
+            since: at,
+            last: at,
+        })
+    };
+    s.troubles.record(ip(TOR), refused(1));
+    assert!(findings(&s).is_empty(), "the ToR may be starting too");
+    s.troubles.record(ip(TOR), refused(2));
+    assert_eq!(findings(&s)[0].kind, FindingKind::ConnectionRefused);
+    // Later in the daemon's life the first one counts.
+    let mut s = state();
+    s.started -= Duration::from_secs(60);
+    s.troubles.record(ip(TOR), refused(1));
+    assert_eq!(findings(&s).len(), 1);
+}
