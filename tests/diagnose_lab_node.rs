@@ -86,7 +86,8 @@ fn fault_offset(log: &str, line: &str) -> usize {
 fn forwarding_disabled_appears_and_clears() {
     let test = "diag_forwarding";
     let _one = diag::serial();
-    let Some((lab, _tmp)) = diag::up(test, "dgfw-", |_| {}, |_| {}) else {
+    // Dual stack: a finding per family, each with its own life cycle.
+    let Some((lab, _tmp)) = diag::up(test, "dgfw-", |s| s.ipv6 = true, |_| {}) else {
         return;
     };
     let w = Watch {
@@ -110,6 +111,7 @@ fn forwarding_disabled_appears_and_clears() {
     set(&tern_ns, "0");
     set(&bird_ns, "0");
     let seen = w.appear("forwarding-disabled", &["IPv4"], fault, WAIT, |_| Ok(()));
+    let seen6 = w.appear("forwarding-disabled", &["IPv6"], fault, WAIT, |_| Ok(()));
     bird_view(
         test,
         &lab,
@@ -120,11 +122,13 @@ fn forwarding_disabled_appears_and_clears() {
     set(&tern_ns, "1");
     set(&bird_ns, "1");
     let cleared = w.clear(&seen, repair, WAIT);
+    let cleared6 = w.clear(&seen6, repair, WAIT);
+    summary(test, "net.ipv4.ip_forward=0 on the node", &seen, cleared);
     summary(
         test,
-        "net.ipv4.ip_forward=0 and net.ipv6.conf.all.forwarding=0 on the node",
-        &seen,
-        cleared,
+        "net.ipv6.conf.all.forwarding=0 on the node",
+        &seen6,
+        cleared6,
     );
 }
 
@@ -345,11 +349,18 @@ fn next_hop_through_a_gateway_then_through_nothing_appears_and_clears() {
             .to_string();
     let tagged = "if source = RTS_STATIC then {";
     let far_hop = format!("if net = 198.18.102.0/24 then bgp_next_hop = {far}; {tagged}");
-    let tern_ns = node_ns(&lab, 1);
+    let (tern_ns, bird_ns) = (node_ns(&lab, 1), node_ns(&lab, 2));
     let hop = &[far][..];
+    let announce = || {
+        reconfigure_bird(&tor, &plain, &with_far);
+        reconfigure_bird(&tor, tagged, &far_hop);
+    };
+    let withdraw = || {
+        reconfigure_bird(&tor, &far_hop, tagged);
+        reconfigure_bird(&tor, &with_far, &plain);
+    };
     let fault = w.mark();
-    reconfigure_bird(&tor, &plain, &with_far);
-    reconfigure_bird(&tor, tagged, &far_hop);
+    announce();
     let recursive = w.appear("recursive-next-hop", hop, fault, WAIT, |_| Ok(()));
     // The kernel will not take a gateway that is not on a connected network.
     let refused = w.appear("route-refused", &["198.18.102.0/24"], fault, WAIT, |_| {
@@ -361,47 +372,46 @@ fn next_hop_through_a_gateway_then_through_nothing_appears_and_clears() {
         Some(2),
         &["show", "route", "all", "198.18.102.0/24"],
     );
-
-    // Without the default route nothing reaches it.
-    let fault2 = w.mark();
-    let bird_ns = node_ns(&lab, 2);
-    for ns in [&tern_ns, &bird_ns] {
-        in_ns(ns, "ip", &["route", "del", "default"]);
-    }
-    let unresolved = w.appear("unresolved-next-hop", hop, fault2, WAIT, |_| Ok(()));
-    bird_view(
-        test,
-        &lab,
-        Some(2),
-        &["show", "route", "all", "198.18.102.0/24"],
-    );
-    let repair2 = w.mark();
-    for ns in [&tern_ns, &bird_ns] {
-        in_ns(ns, "ip", &["route", "add", "default", "via", GATEWAY_V4]);
-    }
-    let cleared2 = w.clear(&unresolved, repair2, WAIT);
-    summary(
-        test,
-        "the node loses its route to a next hop",
-        &unresolved,
-        cleared2,
-    );
-
     let repair = w.mark();
-    reconfigure_bird(&tor, &far_hop, tagged);
-    reconfigure_bird(&tor, &with_far, &plain);
+    withdraw();
     let cleared = w.clear(&recursive, repair, WAIT);
     let refused_cleared = w.clear(&refused, repair, WAIT);
+    summary(
+        test,
+        "a next hop 203.0.113.50 off the node's subnets, through its gateway",
+        &recursive,
+        cleared,
+    );
     summary(
         test,
         "a route whose next hop 203.0.113.50 the kernel cannot use",
         &refused,
         refused_cleared,
     );
+
+    // The same route on nodes without a default route: nothing reaches the next hop.
+    for ns in [&tern_ns, &bird_ns] {
+        in_ns(ns, "ip", &["route", "del", "default"]);
+    }
+    let fault = w.mark();
+    announce();
+    let unresolved = w.appear("unresolved-next-hop", hop, fault, WAIT, |_| Ok(()));
+    bird_view(
+        test,
+        &lab,
+        Some(2),
+        &["show", "route", "all", "198.18.102.0/24"],
+    );
+    let repair = w.mark();
+    withdraw();
+    let cleared = w.clear(&unresolved, repair, WAIT);
+    for ns in [&tern_ns, &bird_ns] {
+        in_ns(ns, "ip", &["route", "add", "default", "via", GATEWAY_V4]);
+    }
     summary(
         test,
-        "a next hop 203.0.113.50 off the node's subnets, through its gateway",
-        &recursive,
+        "a route whose next hop nothing reaches (no default route)",
+        &unresolved,
         cleared,
     );
 }

@@ -209,6 +209,8 @@ pub struct Seen {
     pub line: String,
     /// From the fault to the finding being in all three places.
     pub after: Duration,
+    /// The log's length when the fault was made.
+    pub fault_log_len: usize,
 }
 
 /// Watches node `node`'s tern.
@@ -375,6 +377,7 @@ impl Watch<'_> {
             evidence: text("evidence"),
             line: line.trim().to_string(),
             after: since.at.elapsed(),
+            fault_log_len: since.log_len,
         })
     }
 
@@ -411,6 +414,22 @@ impl Watch<'_> {
                 !m.is_empty() && (m.iter().map(|(_, v)| v).sum::<f64>() - left as f64).abs() < 0.5
             });
             if gone && logged && metric_ok {
+                // One line when it appeared, one when it cleared: evidence that only
+                // counts on (another failed attempt) does not log again.
+                let lines = |text: &str| {
+                    log.get(seen.fault_log_len..)
+                        .unwrap_or("")
+                        .lines()
+                        .filter(|l| l.contains(text))
+                        .count()
+                };
+                let (appeared, clears) = (lines(&appear), lines(&cleared));
+                if (appeared, clears) != (1, 1) {
+                    self.fail(&format!(
+                        "{} for {} was logged {appeared} time(s) as appearing and {clears} time(s) as cleared between the fault and the repair's end; want once each",
+                        seen.kind, seen.subject
+                    ));
+                }
                 let after = since.at.elapsed();
                 record(&format!(
                     "{}: {} for {} cleared after {:.1} s",
