@@ -273,7 +273,7 @@ impl DaemonHandler {
             let Some(e) = p.ebgp.as_mut() else { continue };
             let (tx, rx) = oneshot::channel();
             if speaker
-                .send(SpeakerCommand::Advertised(p.address, tx))
+                .send(SpeakerCommand::AdvertisedNextHops(p.address, tx))
                 .await
                 .is_err()
             {
@@ -281,8 +281,14 @@ impl DaemonHandler {
             }
             // None: the session is not established, so nothing is announced.
             if let Some(sent) = ask("BGP speaker", rx).await? {
-                e.announced =
-                    AnnouncedNextHop::summarise(sent.into_iter().map(|(n, x)| (n, x.next_hop)));
+                e.announced = sent
+                    .into_iter()
+                    .map(|u| AnnouncedNextHop {
+                        next_hop: u.next_hop,
+                        example_prefix: u.example,
+                        prefixes: u.prefixes,
+                    })
+                    .collect();
             }
         }
         Ok(peers)

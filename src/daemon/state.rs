@@ -101,6 +101,8 @@ impl State {
         // Every accepted configuration passes here: the place to see whether its peers
         // fit the open-file limit.
         crate::rlimit::check_peers(intent.peers.len());
+        // A removed peer's troubles go with it (and do not come back if it is re-added).
+        self.troubles.retain(|a| intent.peers.contains_key(a));
         let mut next = BTreeMap::new();
         for (a, p) in &intent.peers {
             let s = match self.peers.remove(a) {

@@ -278,6 +278,24 @@ impl Speaker {
             .map(|o| o.rib.iter().map(|(n, e)| (*n, e.clone())).collect())
     }
 
+    /// The next hops peer `ip` has been sent, grouped, without copying its
+    /// Adj-RIB-Out.
+    pub fn advertised_next_hops(&self, ip: IpAddr) -> Option<Vec<super::NextHopUse>> {
+        let out = self.peers.get(&ip).and_then(|p| p.out.as_ref())?;
+        let mut by_hop: BTreeMap<IpAddr, super::NextHopUse> = BTreeMap::new();
+        for (prefix, e) in out.rib.iter() {
+            by_hop
+                .entry(e.next_hop)
+                .or_insert(super::NextHopUse {
+                    next_hop: e.next_hop,
+                    example: *prefix,
+                    prefixes: 0,
+                })
+                .prefixes += 1;
+        }
+        Some(by_hop.into_values().collect())
+    }
+
     fn own_changed(&mut self) {
         self.own = peer::own_addresses(&self.cfg.router_id, self.peers.values().map(|p| &p.cfg));
     }

@@ -223,6 +223,10 @@ pub enum SpeakerCommand {
     /// What one peer has been sent (its Adj-RIB-Out); `None` if it is not a peer or
     /// not established.
     Advertised(IpAddr, oneshot::Sender<Option<Vec<(IpNet, Exported)>>>),
+    /// The next hops one peer has been sent, each with how many prefixes carry it and
+    /// one of them (cheap: nothing of the Adj-RIB-Out is copied); `None` if it is not a
+    /// peer or not established. For the diagnoser, which asks about once a second.
+    AdvertisedNextHops(IpAddr, oneshot::Sender<Option<Vec<NextHopUse>>>),
     /// Stop every session with this message and end the task.
     Shutdown(Option<String>),
     /// Stop because this speaker restarts (a daemon stopped by SIGTERM, its kernel
@@ -261,6 +265,17 @@ pub enum RibNews {
     /// graceful restart is over (End-of-RIB from every peer, or the selection deferral
     /// timer). Routes an earlier run left in the kernel and nobody wants may go now.
     Converged,
+}
+
+/// One next hop announced to a peer: how many prefixes carry it, and the first of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextHopUse {
+    /// The next hop as sent.
+    pub next_hop: IpAddr,
+    /// A prefix sent with it.
+    pub example: IpNet,
+    /// How many prefixes were sent with it.
+    pub prefixes: usize,
 }
 
 /// What the speaker reports.

@@ -213,6 +213,10 @@ impl Driver {
                 let _ = reply.send(self.core.advertised(ip));
                 return;
             }
+            SpeakerCommand::AdvertisedNextHops(ip, reply) => {
+                let _ = reply.send(self.core.advertised_next_hops(ip));
+                return;
+            }
             SpeakerCommand::Shutdown(_) | SpeakerCommand::ShutdownForRestart(_) => return,
         };
         self.input(input).await;

@@ -8,7 +8,6 @@
 //! Pure: the daemon names the next hops in each eBGP peer's Adj-RIB-Out, the FIB task
 //! adds the interfaces.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -34,24 +33,6 @@ pub struct AnnouncedNextHop {
     pub example_prefix: IpNet,
     /// How many prefixes are sent with it.
     pub prefixes: usize,
-}
-
-impl AnnouncedNextHop {
-    /// An Adj-RIB-Out (prefix, next hop as sent) grouped by next hop, in address order.
-    pub fn summarise(sent: impl IntoIterator<Item = (IpNet, IpAddr)>) -> Vec<AnnouncedNextHop> {
-        let mut by_hop: BTreeMap<IpAddr, (IpNet, usize)> = BTreeMap::new();
-        for (prefix, hop) in sent {
-            by_hop.entry(hop).or_insert((prefix, 0)).1 += 1;
-        }
-        by_hop
-            .into_iter()
-            .map(|(next_hop, (example_prefix, prefixes))| AnnouncedNextHop {
-                next_hop,
-                example_prefix,
-                prefixes,
-            })
-            .collect()
-    }
 }
 
 const FIX: &str = "announce an address on the network shared with the peer: \
@@ -256,22 +237,5 @@ mod tests {
         // layer-2 rules speak for it.
         let peers = [tor(false, vec![hop("198.51.100.11", "198.18.1.0/26", 1)])];
         assert!(ebgp_next_hops(&peers, &ifs).is_empty());
-    }
-
-    #[test]
-    fn summarise_groups_an_adj_rib_out_by_next_hop() {
-        let sent = [
-            ("198.18.2.0/26", "198.51.100.12"),
-            ("198.18.1.0/26", "203.0.113.2"),
-            ("198.18.3.0/26", "198.51.100.12"),
-        ]
-        .map(|(p, h)| (p.parse().unwrap(), h.parse().unwrap()));
-        assert_eq!(
-            AnnouncedNextHop::summarise(sent),
-            vec![
-                hop("198.51.100.12", "198.18.2.0/26", 2),
-                hop("203.0.113.2", "198.18.1.0/26", 1)
-            ]
-        );
     }
 }
