@@ -70,9 +70,22 @@ fn peer_not_answering_appears_and_clears() {
     };
     let tor = diag::tor_ns(&lab);
     let fault = w.mark();
+    let t0 = std::time::Instant::now();
     firewall_bgp(&tor, "drop");
     // The live sessions end with the hold timer (9 s); then connect attempts time out.
+    let established = || {
+        lab.tern_cli(1, &["peers", TOR_V4, "-o", "json"])
+            .1
+            .contains("\"Established\"")
+    };
+    let _ = tern_interop::peers::wait_for("the session to end", WAIT_HOLD, || !established());
+    let down = t0.elapsed();
     let seen = w.appear("peer-not-answering", TOR, fault, WAIT_HOLD, |_| Ok(()));
+    lab_support::record(&format!(
+        "{test}: the session ended (hold timer) {:.1} s after the fault; the finding followed {:.1} s later",
+        down.as_secs_f64(),
+        (seen.after.saturating_sub(down)).as_secs_f64()
+    ));
     bird_view_down(test, &lab, Some(2), BIRD_TO_TOR, WAIT);
     let repair = w.mark();
     unfirewall_bgp(&tor);
