@@ -254,6 +254,14 @@ impl Speaker {
         self.rib.iter().map(|(p, b)| (*p, b.clone())).collect()
     }
 
+    /// Every path of every prefix, as the RIB holds them (only `Arc`s are copied).
+    pub fn paths(&self) -> Vec<(IpNet, Vec<Arc<crate::rib::Path>>)> {
+        self.rib
+            .iter()
+            .map(|(p, _)| (*p, self.rib.paths(p).to_vec()))
+            .collect()
+    }
+
     /// Per-peer counters.
     pub fn peer_stats(&self) -> Vec<PeerStats> {
         self.peers

@@ -218,6 +218,9 @@ pub enum SpeakerCommand {
     RemovePeer(IpAddr, String),
     /// The current Loc-RIB.
     Routes(oneshot::Sender<Vec<(IpNet, Best)>>),
+    /// Every path of every prefix (the Adj-RIBs-In after the import checks, our own
+    /// routes included), in the RIB's order, for `tern routes --all|--count`.
+    Paths(oneshot::Sender<Vec<(IpNet, Vec<Arc<crate::rib::Path>>)>>),
     /// Per-peer counters.
     PeerStats(oneshot::Sender<Vec<PeerStats>>),
     /// What one peer has been sent (its Adj-RIB-Out); `None` if it is not a peer or

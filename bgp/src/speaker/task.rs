@@ -205,6 +205,10 @@ impl Driver {
                 let _ = reply.send(self.core.routes());
                 return;
             }
+            SpeakerCommand::Paths(reply) => {
+                let _ = reply.send(self.core.paths());
+                return;
+            }
             SpeakerCommand::PeerStats(reply) => {
                 let _ = reply.send(self.core.peer_stats());
                 return;
