@@ -9,11 +9,13 @@
 //! until the source says its table is complete ([`Routes::Converged`]; for BGP, when
 //! our graceful restart is over). The task publishes whether that grace still runs.
 
+mod counts;
 mod news;
 pub mod report;
 #[cfg(test)]
 mod tests;
 
+pub use counts::{ApplyDurations, FibCounts, APPLY_BUCKETS};
 pub use news::KernelNews;
 pub use report::{FibReply, FibRoute};
 
@@ -104,6 +106,8 @@ pub enum FibMsg {
     Report(oneshot::Sender<FibReply>),
     /// `tern diagnose`: peers to check.
     Diagnose(Vec<PeerFacts>, oneshot::Sender<Vec<Finding>>),
+    /// The metrics' counts, kept as routes change: a scrape never walks the table.
+    Counts(oneshot::Sender<FibCounts>),
     /// Prefixes installed, for `tern routes`.
     Installed(oneshot::Sender<Vec<IpNet>>),
     /// How many of tern's routes an earlier run left in the kernel (found at start):
@@ -139,6 +143,9 @@ pub(crate) struct Task<B: Backend> {
     grace: bool,
     /// Duration of the last kernel batch.
     pub(crate) last_apply: Duration,
+    /// Routes by state and batch durations, for the metrics.
+    tally: counts::Tally,
+    durations: ApplyDurations,
     /// Index of [`TUNNEL_DEVICE`], looked up when a route needs it; forgotten on each
     /// re-read (interfaces change), so a re-created tunnel is found again.
     tunnel: Option<u32>,
@@ -266,7 +273,7 @@ impl<B: Backend> Task<B> {
                 BTreeMap::new()
             }
         };
-        Task {
+        let mut t = Task {
             backend,
             wanted: BTreeMap::new(),
             adopted: kernel.keys().copied().collect(),
@@ -275,8 +282,12 @@ impl<B: Backend> Task<B> {
             refusals: Refusals::default(),
             grace: true,
             last_apply: Duration::ZERO,
+            tally: Default::default(),
+            durations: ApplyDurations::default(),
             tunnel: None,
-        }
+        };
+        t.recount();
+        t
     }
 
     /// A command; returns one taken off the queue while coalescing, to handle next.
@@ -322,6 +333,9 @@ impl<B: Backend> Task<B> {
             FibMsg::Installed(reply) => {
                 let _ = reply.send(self.installed());
             }
+            FibMsg::Counts(reply) => {
+                let _ = reply.send(self.counts());
+            }
         }
         None
     }
@@ -359,6 +373,7 @@ impl<B: Backend> Task<B> {
         }
         let mut touched = BTreeSet::new();
         for (p, r) in batch {
+            let before = self.share(&p);
             match r {
                 Some(r) => {
                     self.adopted.remove(&p);
@@ -366,6 +381,7 @@ impl<B: Backend> Task<B> {
                 }
                 None => self.wanted.remove(&p),
             };
+            self.counted(&p, before);
             touched.insert(p);
         }
         let touched: Vec<IpNet> = touched.into_iter().collect();
@@ -453,6 +469,7 @@ impl<B: Backend> Task<B> {
         let n = changes.len();
         let report = self.backend.apply(changes.clone()).await;
         self.last_apply = t0.elapsed();
+        self.durations.observe(self.last_apply);
         tracing::debug!(
             changes = n,
             seconds = self.last_apply.as_secs_f64(),
@@ -464,6 +481,7 @@ impl<B: Backend> Task<B> {
         }
         for c in settled.done {
             let p = c.prefix();
+            let before = self.share(&p);
             if self.refusals.clear(&p) {
                 tracing::info!(prefix = %p, "the kernel accepted the route it refused before");
             }
@@ -475,6 +493,7 @@ impl<B: Backend> Task<B> {
                     self.kernel.remove(&p);
                 }
             }
+            self.counted(&p, before);
         }
     }
 
@@ -525,6 +544,7 @@ impl<B: Backend> Task<B> {
         for (p, f) in fresh {
             self.kernel.entry(p).or_insert(f);
         }
+        self.recount();
         let repaired: BTreeSet<IpNet> = back.iter().map(RouteChange::prefix).collect();
         let rest: Vec<IpNet> = all.into_iter().filter(|p| !repaired.contains(p)).collect();
         self.apply(back).await;

@@ -106,6 +106,12 @@ async fn fib_off(mut commands: mpsc::Receiver<FibMsg>, inner: mpsc::Sender<FibMs
             FibMsg::Installed(reply) => {
                 let _ = reply.send(Vec::new());
             }
+            FibMsg::Counts(reply) => {
+                let _ = reply.send(tern_fib::task::FibCounts {
+                    disabled: true,
+                    ..Default::default()
+                });
+            }
             other => {
                 if inner.send(other).await.is_err() {
                     return;
