@@ -31,7 +31,7 @@ use tern_interop::process::Daemon;
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const KIND: &str = "ebgp-next-hop-unreachable";
-const SUBJECT: &str = "global peer 203.0.113.1";
+const SUBJECT: &str = "global peer 203.0.113.1 (BGPPeer tor)";
 
 /// The ToR: `eth1_peer` is the single-hop session with tern's eth1 address,
 /// `nodeip_peer` a multihop one with the node IP; both passive, so tern's source

@@ -141,7 +141,7 @@ fn unsupported_findings(s: &State) -> Vec<Finding> {
                 p.intent.password.is_some(),
                 p.intent.ttl_security.is_some(),
             )?;
-            Some((format!("{} peer {}", p.intent.kind, p.intent.address), why))
+            Some((super::state::peer_subject(&p.intent), why))
         })
         .collect();
     diag::unsupported(&refused)
@@ -198,7 +198,7 @@ impl Md5Watch {
             .peers
             .values()
             .filter(|p| p.intent.password.is_some() && p.state != "Established")
-            .map(|p| format!("{} peer {}", p.intent.kind, p.intent.address))
+            .map(|p| super::state::peer_subject(&p.intent))
             .collect();
         if down.is_empty() {
             // Up again (or no password any more): the window starts afresh next time.

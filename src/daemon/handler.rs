@@ -301,15 +301,12 @@ impl DaemonHandler {
             .values()
             .map(|p| PeerFacts {
                 address: p.intent.address,
-                name: match &p.intent.peer_node {
-                    Some(n) => format!("{} peer {n}", p.intent.kind),
-                    None => format!("{} peer ({})", p.intent.kind, p.intent.origin),
-                },
+                name: super::state::peer_subject(&p.intent),
                 network: p.intent.peer_network,
                 multihop: p.intent.ttl_security.is_some_and(|t| t > 1),
                 // The next hops announced are filled in from the speaker.
                 ebgp: (p.intent.remote_as != p.intent.local_as).then(|| EbgpFacts {
-                    subject: format!("{} peer {}", p.intent.kind, p.intent.address),
+                    subject: super::state::peer_subject(&p.intent),
                     announced: Vec::new(),
                 }),
             })

@@ -32,6 +32,16 @@ pub struct PeerState {
     pub flaps: u64,
 }
 
+/// How findings and logs name a peer: its type, address and what configured it
+/// (`global peer 198.51.100.1 (BGPPeer tor)`, `node-to-node mesh peer 198.51.100.12
+/// (node-2)`), the same in every finding so they can be grouped by subject.
+pub fn peer_subject(p: &tern_config::intent::PeerIntent) -> String {
+    match &p.peer_node {
+        Some(node) => format!("{} peer {} ({node})", p.kind, p.address),
+        None => format!("{} peer {} ({})", p.kind, p.address, p.origin),
+    }
+}
+
 /// The daemon's snapshot.
 #[derive(Debug)]
 pub struct State {

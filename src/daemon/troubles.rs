@@ -129,7 +129,7 @@ pub fn findings(s: &State) -> Vec<Finding> {
         let Some(p) = s.peers.get(addr).filter(|p| !p.up) else {
             continue;
         };
-        let subject = format!("{} peer {}", p.intent.kind, p.intent.address);
+        let subject = super::state::peer_subject(&p.intent);
         if let Some(c) = t.connect.as_ref().filter(|c| settled(s, c)) {
             out.push(connect_finding(&p.intent, &subject, c));
         }

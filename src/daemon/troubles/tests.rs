@@ -74,7 +74,7 @@ fn timed_out_connects_are_a_peer_not_answering_until_one_succeeds() {
     let f = findings(&s);
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].kind, FindingKind::PeerNotAnswering);
-    assert_eq!(f[0].subject, "global peer 198.51.100.1");
+    assert_eq!(f[0].subject, "global peer 198.51.100.1 (BGPPeer tor-1)");
     assert_eq!(f[0].severity, Severity::Error);
     assert!(
         f[0].evidence.starts_with("connect attempts to 198.51.100.1:179 got no answer within 3 s (no SYN-ACK and no reset), 4 in a row; 4 attempts failed since 2026-11-18T"),
@@ -104,7 +104,7 @@ fn refused_connects_name_the_port_and_clear_when_the_session_is_up() {
         kinds(&s),
         [(
             FindingKind::ConnectionRefused,
-            "node-to-node mesh peer 198.51.100.12".to_string()
+            "node-to-node mesh peer 198.51.100.12 (node-b)".to_string()
         )]
     );
     assert!(f[0].evidence.starts_with("connect attempts to 198.51.100.12:179 were refused (the host answered with a TCP reset: nothing listens on port 179), 1 in a row"));
@@ -291,7 +291,7 @@ fn a_peer_closing_before_its_open_is_refusing_this_node_as_a_neighbour() {
         kinds(&s),
         [(
             FindingKind::PeerNotAnswering,
-            "global peer 198.51.100.1".to_string()
+            "global peer 198.51.100.1 (BGPPeer tor-1)".to_string()
         )]
     );
 }
