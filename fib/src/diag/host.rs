@@ -52,10 +52,7 @@ pub fn interfaces_down(
         }
         let mut parts = Vec::new();
         if !peers_behind.is_empty() {
-            let names: Vec<String> = peers_behind
-                .iter()
-                .map(|p| format!("{} ({})", p.name, p.address))
-                .collect();
+            let names: Vec<String> = peers_behind.iter().map(|p| p.name.clone()).collect();
             parts.push(format!("peers behind it: {}", names.join(", ")));
         }
         if !hops_behind.is_empty() {
