@@ -129,6 +129,8 @@ pub struct Rib {
     per_peer: HashMap<IpAddr, u64>,
     /// The sum of `per_peer`: every path held (the memory limit counts this).
     total: u64,
+    /// IPv6 prefixes in `best`, so the metrics count each family without a walk.
+    ipv6_prefixes: u64,
 }
 
 impl Rib {
@@ -141,12 +143,19 @@ impl Rib {
             max_paths: max_paths.max(1),
             per_peer: HashMap::new(),
             total: 0,
+            ipv6_prefixes: 0,
         }
     }
 
     /// Paths held from `peer` (its Adj-RIB-In after import checks).
     pub fn paths_from(&self, peer: IpAddr) -> u64 {
         self.per_peer.get(&peer).copied().unwrap_or(0)
+    }
+
+    /// Loc-RIB prefixes of each family: (IPv4, IPv6).
+    pub fn prefixes_by_family(&self) -> (u64, u64) {
+        let all = self.best.len() as u64;
+        (all.saturating_sub(self.ipv6_prefixes), self.ipv6_prefixes)
     }
 
     /// Paths held from every source, our own included.
@@ -375,13 +384,19 @@ impl Rib {
                 (None, None) => true,
                 _ => false,
             };
-            match &now {
+            let old = match &now {
                 Some(b) => self.best.insert(prefix, b.clone()),
                 None => {
                     self.paths.remove(&prefix);
                     self.best.remove(&prefix)
                 }
             };
+            if let (IpNet::V6(_), true) = (prefix, old.is_some() != now.is_some()) {
+                match now {
+                    Some(_) => self.ipv6_prefixes += 1,
+                    None => self.ipv6_prefixes = self.ipv6_prefixes.saturating_sub(1),
+                }
+            }
             if !unchanged {
                 changes.push(BestChange { prefix, now });
             }

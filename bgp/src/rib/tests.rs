@@ -330,6 +330,9 @@ fn ipv6_and_add_path_paths_from_one_peer() {
         rib.best(&p).map(|b| b.best.next_hop.to_string()),
         Some("2001:db8::2".into())
     );
+    assert_eq!(rib.prefixes_by_family(), (0, 1), "one IPv6 prefix, two paths");
+    rib.peer_down(a.address);
+    assert_eq!(rib.prefixes_by_family(), (0, 0));
 }
 
 #[test]
@@ -459,4 +462,5 @@ fn paths_are_counted_per_peer_as_they_come_and_go() {
         .sum::<usize>();
     assert_eq!(rib.paths_from(a.address), walked as u64);
     assert_eq!(rib.paths_total(), walked as u64);
+    assert_eq!(rib.prefixes_by_family(), (3, 0));
 }

@@ -274,8 +274,20 @@ impl Speaker {
                 received: self.rib.paths_from(*a),
                 rejected_import: p.rejected_import,
                 filtered_export: p.filtered_export,
+                notifications_in: p.notifications_in.clone(),
+                notifications_out: p.notifications_out.clone(),
             })
             .collect()
+    }
+
+    /// The Loc-RIB's size.
+    pub fn rib_counts(&self) -> super::RibCounts {
+        let (ipv4_prefixes, ipv6_prefixes) = self.rib.prefixes_by_family();
+        super::RibCounts {
+            ipv4_prefixes,
+            ipv6_prefixes,
+            paths: self.rib.paths_total(),
+        }
     }
 
     /// What one peer has been sent; `None` if it is not a peer or not established.
@@ -396,6 +408,17 @@ impl Speaker {
         };
         if let Some(why) = p.limit_reset.take() {
             text = format!("{text}: {why}");
+        }
+        // The text starts with the code's name ("Cease / Administrative Shutdown").
+        let code = |t: &str| t.split(" / ").next().unwrap_or(t).to_string();
+        match reason {
+            crate::fsm::DownReason::NotificationReceived(t) => {
+                *p.notifications_in.entry(code(t)).or_default() += 1
+            }
+            crate::fsm::DownReason::NotificationSent(t) => {
+                *p.notifications_out.entry(code(t)).or_default() += 1
+            }
+            _ => {}
         }
         let was_up = p.source.is_some();
         p.clear_session();

@@ -24,6 +24,7 @@ pub use task::{spawn, spawn_routed};
 #[doc(hidden)]
 pub use task::{spawn_with, Link, Spawner};
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -223,6 +224,8 @@ pub enum SpeakerCommand {
     Paths(oneshot::Sender<Vec<(IpNet, Vec<Arc<crate::rib::Path>>)>>),
     /// Per-peer counters.
     PeerStats(oneshot::Sender<Vec<PeerStats>>),
+    /// The Loc-RIB's size, without walking it.
+    RibCounts(oneshot::Sender<RibCounts>),
     /// What one peer has been sent (its Adj-RIB-Out); `None` if it is not a peer or
     /// not established.
     Advertised(IpAddr, oneshot::Sender<Option<Vec<(IpNet, Exported)>>>),
@@ -256,6 +259,21 @@ pub struct PeerStats {
     pub rejected_import: u64,
     /// Routes its export policy kept from it (each time a route was judged).
     pub filtered_export: u64,
+    /// NOTIFICATIONs it sent us, by error code name (`Cease`, `Hold Timer Expired`).
+    pub notifications_in: BTreeMap<String, u64>,
+    /// NOTIFICATIONs we sent it, by error code name.
+    pub notifications_out: BTreeMap<String, u64>,
+}
+
+/// The Loc-RIB's size, counted as paths come and go (the metrics ask each scrape).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RibCounts {
+    /// IPv4 prefixes with a best path.
+    pub ipv4_prefixes: u64,
+    /// IPv6 prefixes with a best path.
+    pub ipv6_prefixes: u64,
+    /// Paths held from every source, our own included.
+    pub paths: u64,
 }
 
 /// What the speaker tells whoever installs routes, on a channel of its own (see

@@ -5,7 +5,7 @@
 //! (`super::policy`) run there. Our own routes enter the RIB as UPDATEs of ours
 //! ([`own_route`], [`own_withdrawal`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +73,9 @@ pub(super) struct Peer {
     /// Routes its import policy rejected, routes its export policy kept from it.
     pub rejected_import: u64,
     pub filtered_export: u64,
+    /// NOTIFICATIONs received and sent, by error code name.
+    pub notifications_in: BTreeMap<String, u64>,
+    pub notifications_out: BTreeMap<String, u64>,
     /// Policy statements whose first rejection was reported (`import …`/`export …`):
     /// one event per statement and direction, not one per route.
     pub reported: BTreeSet<String>,
@@ -98,6 +101,8 @@ impl Peer {
             route_refresh: false,
             rejected_import: 0,
             filtered_export: 0,
+            notifications_in: BTreeMap::new(),
+            notifications_out: BTreeMap::new(),
             reported: BTreeSet::new(),
         }
     }

@@ -213,6 +213,10 @@ impl Driver {
                 let _ = reply.send(self.core.peer_stats());
                 return;
             }
+            SpeakerCommand::RibCounts(reply) => {
+                let _ = reply.send(self.core.rib_counts());
+                return;
+            }
             SpeakerCommand::Advertised(ip, reply) => {
                 let _ = reply.send(self.core.advertised(ip));
                 return;
