@@ -2,7 +2,9 @@
 //! peer, accept all its routes, install them in the kernel (where the daemon can) and
 //! export nothing. tern reads Calico resources; BIRD 2, FRR (bgpd with zebra) and
 //! GoBGP get the closest native configuration, with graceful restart on as in a
-//! Calico cluster. Also the null daemon ([`super::sink::Sink`]).
+//! Calico cluster. Also the null daemon ([`super::sink::Sink`]). For the RIB-only
+//! scenario ([`Dut::start_with`] without the kernel) no daemon touches the kernel: tern
+//! with its FIB off, BIRD without kernel protocols, FRR's bgpd without zebra.
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -171,11 +173,22 @@ impl DutSpec {
     /// BIRD's configuration: kernel protocols exporting everything (persisting over a
     /// restart, as Calico's), one BGP protocol per peer importing everything.
     pub fn bird_conf(&self) -> String {
-        let mut c = format!(
-            "log stderr all;\nrouter id {DUT_V4};\nprotocol device {{ }}\n\
-             protocol kernel {{ ipv4 {{ import none; export all; }}; merge paths on; persist; graceful restart; }}\n\
-             protocol kernel {{ ipv6 {{ import none; export all; }}; merge paths on; persist; graceful restart; }}\n\
-             template bgp feed {{ local as {DUT_AS}; hold time 90; connect delay time 1; connect retry time 1; graceful restart on; }}\n"
+        self.bird_conf_for(true)
+    }
+
+    /// BIRD's configuration, with the kernel protocols or (`kernel` false: RIB only)
+    /// without them.
+    pub fn bird_conf_for(&self, kernel: bool) -> String {
+        let mut c = format!("log stderr all;\nrouter id {DUT_V4};\nprotocol device {{ }}\n");
+        if kernel {
+            c.push_str(
+                "protocol kernel { ipv4 { import none; export all; }; merge paths on; persist; graceful restart; }\n\
+                 protocol kernel { ipv6 { import none; export all; }; merge paths on; persist; graceful restart; }\n",
+            );
+        }
+        let _ = writeln!(
+            c,
+            "template bgp feed {{ local as {DUT_AS}; hold time 90; connect delay time 1; connect retry time 1; graceful restart on; }}"
         );
         // iBGP is multihop in BIRD unless told the peer is directly connected.
         let direct = if self.ibgp() { " direct;" } else { "" };
@@ -256,6 +269,8 @@ pub struct Dut {
     /// Its processes (FRR: zebra first, then bgpd).
     procs: Vec<Daemon>,
     sink: Option<Sink>,
+    /// Whether it installs routes in the kernel (false: the RIB-only scenario).
+    kernel: bool,
 }
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
@@ -269,6 +284,13 @@ impl Dut {
     /// Writes its configuration and starts it in `ns`. `recovery`: the start after a
     /// restart (BIRD's `-R`, zebra's `-K`: keep the kernel routes for a while).
     pub fn start(ns: &Netns, spec: &DutSpec, recovery: bool) -> Result<Dut> {
+        Dut::start_with(ns, spec, recovery, true)
+    }
+
+    /// [`Dut::start`], choosing whether the daemon installs routes in the kernel
+    /// (`kernel` false: tern with `fib: {enabled: false}`, BIRD without kernel
+    /// protocols, FRR's bgpd alone with `--no_zebra`; GoBGP never does).
+    pub fn start_with(ns: &Netns, spec: &DutSpec, recovery: bool, kernel: bool) -> Result<Dut> {
         std::fs::create_dir_all(&spec.dir).map_err(io(format!("mkdir {}", spec.dir.display())))?;
         let p = |f: &str| spec.dir.join(f).to_string_lossy().into_owned();
         let write = |f: &str, text: String| {
@@ -279,6 +301,7 @@ impl Dut {
             ns_name: ns.name().to_string(),
             procs: Vec::new(),
             sink: None,
+            kernel,
         };
         match spec.kind {
             DutKind::Tern => {
@@ -286,7 +309,7 @@ impl Dut {
                 write(
                     "tern.yaml",
                     format!(
-                        "node: dut\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nlog: info\n",
+                        "node: dut\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nlog: info\nfib: {{enabled: {kernel}}}\n",
                         p("cluster.yaml"),
                         p("tern.sock")
                     ),
@@ -298,7 +321,7 @@ impl Dut {
                     .push(Daemon::spawn("tern", c, &spec.dir.join("tern.log"))?);
             }
             DutKind::Bird => {
-                write("bird.conf", spec.bird_conf())?;
+                write("bird.conf", spec.bird_conf_for(kernel))?;
                 let mut c = crate::peers::bird_command(ns, &spec.dir);
                 if recovery {
                     c.arg("-R");
@@ -320,7 +343,8 @@ impl Dut {
                 dut.procs
                     .push(Daemon::spawn("gobgpd", c, &spec.dir.join("gobgpd.log"))?);
             }
-            DutKind::Frr => dut.start_frr(ns, recovery)?,
+            DutKind::Frr if kernel => dut.start_frr(ns, recovery)?,
+            DutKind::Frr => dut.start_bgpd_alone(ns)?,
             DutKind::Null => {
                 let local = vec![IpAddr::V4(DUT_V4), IpAddr::V6(DUT_V6)];
                 let peers = spec.peers.iter().map(|p| p.0).collect();
@@ -379,6 +403,53 @@ impl Dut {
         Ok(())
     }
 
+    /// FRR's bgpd without zebra (`--no_zebra`): the RIB only.
+    fn start_bgpd_alone(&mut self, ns: &Netns) -> Result<()> {
+        let run_dir = self.spec.dir.join("frr");
+        std::fs::create_dir_all(&run_dir).map_err(io(format!("mkdir {}", run_dir.display())))?;
+        let f = |n: &str| run_dir.join(n).to_string_lossy().into_owned();
+        std::fs::write(run_dir.join("bgpd.conf"), self.spec.frr_conf())
+            .map_err(io(f("bgpd.conf")))?;
+        run("chown", &["-R", "frr:frr", &run_dir.to_string_lossy()])?;
+        run("chmod", &["755", &self.spec.dir.to_string_lossy()])?;
+        let mut b = ns.command("/usr/lib/frr/bgpd");
+        b.args([
+            "-f",
+            &f("bgpd.conf"),
+            "-i",
+            &f("bgpd.pid"),
+            "--vty_socket",
+            &f(""),
+            "-u",
+            "frr",
+            "-g",
+            "frr",
+            "-p",
+            "179",
+            "--no_zebra",
+        ]);
+        self.procs
+            .push(Daemon::spawn("bgpd", b, &self.spec.dir.join("bgpd.log"))?);
+        Ok(())
+    }
+
+    /// Whether it installs routes in the kernel.
+    pub fn kernel(&self) -> bool {
+        self.kernel
+    }
+
+    /// Pins every thread of its processes to CPU `cpu` (`taskset -a`), as the RIB-only
+    /// figures are taken: one core each, so CPU seconds and work time compare.
+    pub fn pin(&self, cpu: usize) -> Result<()> {
+        for pid in self.pids() {
+            run(
+                "taskset",
+                &["-a", "-cp", &cpu.to_string(), &pid.to_string()],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Its kind.
     pub fn kind(&self) -> DutKind {
         self.spec.kind
@@ -413,7 +484,7 @@ impl Dut {
     /// Starts it again after [`Dut::stop`], in recovery mode.
     pub fn restart(&mut self, ns: &Netns) -> Result<()> {
         self.stop();
-        let fresh = Dut::start(ns, &self.spec, true)?;
+        let fresh = Dut::start_with(ns, &self.spec, true, self.kernel)?;
         *self = fresh;
         Ok(())
     }
@@ -459,6 +530,21 @@ impl Dut {
             DutKind::Bird => {
                 let s = out("birdc", &["-s", &d("bird.ctl"), "show", "route", "count"])?;
                 Ok(parse_bird_count(&s))
+            }
+            DutKind::Frr if !self.kernel => {
+                // No zebra: bgpd's own count (prefixes parsed, before best path).
+                let mut n = 0;
+                for cmd in [
+                    "show bgp ipv4 unicast summary json",
+                    "show bgp ipv6 unicast summary json",
+                ] {
+                    let s = out(
+                        "vtysh",
+                        &["--vty_socket", &d("frr"), "-d", "bgpd", "-c", cmd],
+                    )?;
+                    n += parse_bgpd_rib_count(&s);
+                }
+                Ok(n)
             }
             DutKind::Frr => {
                 // zebra's RIB: bgpd hands a route over once its best path is chosen;
@@ -551,6 +637,15 @@ pub fn parse_zebra_bgp_count(s: &str) -> u64 {
                 .filter_map(|r| r.get("rib").and_then(|n| n.as_u64()))
                 .sum()
         })
+        .unwrap_or(0)
+}
+
+/// Reads `ribCount` from bgpd's `show bgp ipv4 unicast summary json` (0 when the
+/// family has no peers: bgpd then answers `{}`).
+pub fn parse_bgpd_rib_count(s: &str) -> u64 {
+    serde_json::from_str::<serde_json::Value>(s)
+        .ok()
+        .and_then(|v| v.get("ribCount").and_then(|n| n.as_u64()))
         .unwrap_or(0)
 }
 

@@ -41,6 +41,10 @@ pub enum Scenario {
     /// One eBGP peer announcing N prefixes (IPv4 /32s up to 131,072, IPv6 /64s above),
     /// then withdrawing them all.
     Prefixes(usize),
+    /// The same table as `Prefixes`, into the RIB only (no daemon touches the kernel),
+    /// with the daemon pinned to one core: work time to the last prefix counted, and
+    /// CPU seconds up to then and once the daemon has settled.
+    Rib(usize),
     /// N iBGP peers (Calico nodes of a full mesh), each announcing one block and ten
     /// borrowed addresses (IPv4 up to 244 peers, IPv6 above), then withdrawing them.
     Peers(usize),
@@ -60,10 +64,10 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    /// Parses `prefixes:N`, `peers:N`, `restart:N` or `churn:BASE:FLAP:SECS`.
+    /// Parses `prefixes:N`, `rib:N`, `peers:N`, `restart:N` or `churn:BASE:FLAP:SECS`.
     pub fn parse(s: &str) -> Result<Scenario> {
         let bad = || {
-            Error::Spec(format!("unknown scenario {s:?}: use prefixes:N, peers:N, restart:N or churn:BASE:FLAP:SECS"))
+            Error::Spec(format!("unknown scenario {s:?}: use prefixes:N, rib:N, peers:N, restart:N or churn:BASE:FLAP:SECS"))
         };
         let parts: Vec<&str> = s.split(':').collect();
         let num = |i: usize| -> Result<usize> {
@@ -75,6 +79,7 @@ impl Scenario {
         };
         let sc = match parts.first().copied() {
             Some("prefixes") if parts.len() == 2 => Scenario::Prefixes(num(1)?),
+            Some("rib") if parts.len() == 2 => Scenario::Rib(num(1)?),
             Some("peers") if parts.len() == 2 => Scenario::Peers(num(1)?),
             Some("restart") if parts.len() == 2 => Scenario::Restart(num(1)?),
             Some("churn") if parts.len() == 4 => Scenario::Churn {
@@ -103,6 +108,7 @@ impl Scenario {
     pub fn name(&self) -> String {
         match self {
             Scenario::Prefixes(n) => format!("prefixes:{n}"),
+            Scenario::Rib(n) => format!("rib:{n}"),
             Scenario::Peers(n) => format!("peers:{n}"),
             Scenario::Restart(n) => format!("restart:{n}"),
             Scenario::Churn { base, flap, secs } => format!("churn:{base}:{flap}:{secs}"),
@@ -112,7 +118,10 @@ impl Scenario {
     /// The simulated peers: address, AS, router id and table.
     pub fn feeds(&self) -> Vec<(IpAddr, u32, Ipv4Addr, Vec<IpNet>)> {
         match *self {
-            Scenario::Prefixes(n) | Scenario::Restart(n) | Scenario::Churn { base: n, .. } => {
+            Scenario::Prefixes(n)
+            | Scenario::Rib(n)
+            | Scenario::Restart(n)
+            | Scenario::Churn { base: n, .. } => {
                 let (addr, table) = if n <= MAX_V4_PREFIXES {
                     (
                         IpAddr::V4(Ipv4Addr::new(198, 51, 100, 100)),
@@ -149,10 +158,18 @@ impl Scenario {
         }
     }
 
+    /// Whether the daemon installs the table in the kernel (all but `rib:N`).
+    pub fn kernel(&self) -> bool {
+        !matches!(self, Scenario::Rib(_))
+    }
+
     /// Prefixes in the whole load.
     pub fn total_prefixes(&self) -> usize {
         match *self {
-            Scenario::Prefixes(n) | Scenario::Restart(n) | Scenario::Churn { base: n, .. } => n,
+            Scenario::Prefixes(n)
+            | Scenario::Rib(n)
+            | Scenario::Restart(n)
+            | Scenario::Churn { base: n, .. } => n,
             Scenario::Peers(p) => 11 * p,
         }
     }
@@ -293,6 +310,7 @@ mod tests {
     fn scenarios_parse_and_name_themselves() {
         for s in [
             "prefixes:100000",
+            "rib:100000",
             "peers:200",
             "restart:1000",
             "churn:10000:1000:60",
@@ -306,6 +324,8 @@ mod tests {
         for bad in [
             "prefixes",
             "prefixes:0",
+            "rib:",
+            "rib:1:2",
             "peers:x",
             "churn:10:20:5",
             "flood:3",

@@ -1,6 +1,6 @@
 //! One bench run: the two namespaces, the daemon and the injector ([`Rig`]), loading
-//! the table, then what the scenario does with it (withdraw, restart or churn), each
-//! figure into the run's metrics.
+//! the table, then what the scenario does with it (withdraw, restart, churn, or wait
+//! for the daemon to settle), each figure into the run's metrics.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -12,7 +12,7 @@ use ipnet::IpNet;
 
 use super::dut::{Dut, DutKind, DutSpec, DUT_AS, DUT_V4, DUT_V6};
 use super::inject::{FeedPeer, Injector, Phase};
-use super::measure::{self, proc_stats, FibWatch};
+use super::measure::{self, proc_stats, FibWatch, ProcStats};
 use super::{BenchOpts, Scenario};
 use crate::netns::{check_lab_address, Netns};
 use crate::{Error, Result};
@@ -170,7 +170,7 @@ pub(super) fn run_one(
 
     let (dut_ns, inj_ns) = namespaces(opts, &feeds, &dir, m)?;
     let inj = Injector::start(&inj_ns, peers)?;
-    let watch = match kind.fib_protocol() {
+    let watch = match kind.fib_protocol().filter(|_| sc.kernel()) {
         Some(p) => Some(FibWatch::start(&dut_ns, p)?),
         None => None,
     };
@@ -182,7 +182,7 @@ pub(super) fn run_one(
         frr_graceful_restart: matches!(sc, Scenario::Restart(_)),
     };
     let t_start = Instant::now();
-    let dut = Dut::start(&dut_ns, &spec, false)?;
+    let dut = Dut::start_with(&dut_ns, &spec, false, sc.kernel())?;
     let mut rig = Rig {
         dut,
         watch,
@@ -230,6 +230,15 @@ fn measure(
     )
     .map_err(|e| Error::Lab(format!("{e} ({} of {peers} up)", rig.inj.established())))?;
     m.insert("sessions_s".into(), secs(t_start, t_up));
+    if !sc.kernel() {
+        // One core for the daemon (the last; the injector and the poller share the
+        // rest), so its CPU seconds and work time compare with a single-threaded one.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus > 1 {
+            rig.dut.pin(cpus - 1)?;
+            m.insert("pinned_cpu".into(), (cpus - 1) as f64);
+        }
+    }
     let base = rig.dut.rib_count().unwrap_or(0);
     let pids = rig.dut.pids();
     let s0 = proc_stats(&pids);
@@ -286,6 +295,7 @@ fn measure(
     };
     match *sc {
         Scenario::Prefixes(_) | Scenario::Peers(_) => withdraw(opts, rig, &table, m),
+        Scenario::Rib(_) => settle(opts, &table, s0, rib_at.unwrap_or(t_done), m),
         Scenario::Restart(_) => restart(opts, rig, &table, m, timeline),
         Scenario::Churn {
             flap, secs: dur, ..
@@ -372,6 +382,54 @@ struct Table<'a> {
 /// The daemon's kernel route counts, where it has a FIB.
 fn fib(w: &Option<FibWatch>) -> measure::FibCount {
     w.as_ref().map(FibWatch::get).unwrap_or_default()
+}
+
+/// CPU seconds below this over [`QUIET`]: the daemon has settled (1% of a core).
+const IDLE_CPU_S: f64 = 0.02;
+/// How long the CPU must stay still.
+const QUIET: Duration = Duration::from_secs(2);
+/// Longest wait for it.
+const SETTLE_MAX: Duration = Duration::from_secs(60);
+
+/// After the table is in: samples the daemon's CPU every 50 ms until it has moved less
+/// than [`IDLE_CPU_S`] in [`QUIET`], then records the CPU seconds since the first
+/// UPDATE (the settling included), how long after the table it settled, and memory.
+fn settle(
+    opts: &BenchOpts,
+    table: &Table<'_>,
+    s0: ProcStats,
+    t_in: Instant,
+    m: &mut BTreeMap<String, f64>,
+) -> Result<()> {
+    if table.pids.is_empty() {
+        return Ok(());
+    }
+    let deadline = Instant::now() + SETTLE_MAX.min(opts.timeout);
+    // The last time the CPU moved by more than the idle amount, and its value then.
+    let mut anchor = (Instant::now(), proc_stats(table.pids).cpu_s);
+    let (quiet_since, now) = loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = proc_stats(table.pids);
+        let t = Instant::now();
+        if now.cpu_s - anchor.1 > IDLE_CPU_S {
+            anchor = (t, now.cpu_s);
+        } else if t.duration_since(anchor.0) >= QUIET {
+            break (anchor.0, now);
+        }
+        if t > deadline {
+            m.insert("settle_timeout".into(), 1.0);
+            break (t, now);
+        }
+    };
+    m.insert("settled_cpu_s".into(), now.cpu_s - s0.cpu_s);
+    m.insert("settle_s".into(), secs(t_in, quiet_since));
+    m.insert("settled_rss_mb".into(), now.rss as f64 / 1e6);
+    m.insert(
+        "settled_bytes_per_route".into(),
+        (now.rss as f64 - s0.rss as f64) / table.n as f64,
+    );
+    m.insert("peak_rss_mb".into(), now.hwm as f64 / 1e6);
+    Ok(())
 }
 
 /// Withdraws the whole table: time to the RIB and the FIB, CPU.

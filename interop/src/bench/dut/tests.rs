@@ -48,3 +48,19 @@ fn ebgp_feed_is_a_bgppeer_and_mesh_feeds_are_nodes() {
     assert!(m.frr_conf().contains("remote-as internal"));
     assert!(!e.bird_conf().contains("direct;"));
 }
+
+#[test]
+fn rib_only_configurations_leave_the_kernel_alone() {
+    let e = spec(vec![("198.51.100.100".parse().unwrap(), 65001)]);
+    assert!(e.bird_conf().contains("protocol kernel"));
+    let rib_only = e.bird_conf_for(false);
+    assert!(!rib_only.contains("protocol kernel"), "{rib_only}");
+    assert!(rib_only.contains("neighbor 198.51.100.100 as 65001"));
+    assert_eq!(
+        parse_bgpd_rib_count(
+            r#"{"routerId":"198.51.100.99","as":64512,"ribCount":100000,"peers":{}}"#
+        ),
+        100000
+    );
+    assert_eq!(parse_bgpd_rib_count("{}"), 0);
+}

@@ -95,8 +95,10 @@ struct Up {
 
 #[derive(Args)]
 struct Bench {
-    /// Scenarios: prefixes:N (one eBGP peer, N prefixes, then withdrawn), peers:N (N
-    /// mesh peers with a block and ten /32s each), restart:N, churn:BASE:FLAP:SECS.
+    /// Scenarios: prefixes:N (one eBGP peer, N prefixes, then withdrawn), rib:N (the
+    /// same table into the RIB only, no kernel routes, the daemon pinned to one core;
+    /// CPU once settled), peers:N (N mesh peers with a block and ten /32s each),
+    /// restart:N, churn:BASE:FLAP:SECS.
     #[arg(default_values = ["prefixes:100000", "peers:200"])]
     scenarios: Vec<String>,
     /// Daemons to compare, alternated within each repetition (null: the injector's
