@@ -18,6 +18,7 @@
 //! [`Event::Adopt`]. The driver only carries those decisions out.
 
 pub mod collision;
+pub mod counts;
 pub mod negotiate;
 pub mod trouble;
 mod types;
@@ -49,6 +50,9 @@ pub struct Session {
     stopped: bool,
     /// Shortest idle hold for the next time the session goes down (a limit reset).
     hold_down: Duration,
+    /// Messages read and sent, by type, for as long as this machine runs.
+    received: counts::MessageCounts,
+    sent: counts::MessageCounts,
 }
 
 /// A session that stayed up this long is not flapping: back-off starts over.
@@ -69,7 +73,14 @@ impl Session {
             hold_down: Duration::ZERO,
             send_blocked: false,
             stopped: true,
+            received: Default::default(),
+            sent: Default::default(),
         }
+    }
+
+    /// Messages (received, sent) by type.
+    pub fn messages(&self) -> (counts::MessageCounts, counts::MessageCounts) {
+        (self.received, self.sent)
     }
 
     /// Replaces the capabilities announced in the next OPEN (a session that is up keeps
@@ -140,6 +151,11 @@ impl Session {
                 self.restart_keepalive(&mut out);
             }
             _ => self.transport(&mut out, event, now),
+        }
+        for a in &out {
+            if let Action::Send(b) = a {
+                self.sent.count(b);
+            }
         }
         out
     }
@@ -484,6 +500,7 @@ impl Session {
                 Err(e) => return self.fail(out, &e.notification(), now),
             };
             let msg = self.buf.split_to(len).freeze();
+            self.received.count(&msg);
             match Message::decode(msg.clone(), &rx) {
                 Ok(m) => self.message(out, m, now),
                 Err(e) => {

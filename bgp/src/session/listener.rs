@@ -239,7 +239,14 @@ mod tests {
     fn handle(peer: &str) -> (SessionHandle, mpsc::Receiver<Command>) {
         let (tx, rx) = mpsc::channel(4);
         let peer = peer.parse().unwrap();
-        (SessionHandle { peer, tx }, rx)
+        (
+            SessionHandle {
+                peer,
+                tx,
+                messages: Default::default(),
+            },
+            rx,
+        )
     }
 
     /// The IPv6 wildcard binds both families on one port, each socket of its own

@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::fsm::collision::{Collision, Side};
+use crate::fsm::counts::MessageCounts;
 use crate::fsm::{Action, DownReason, Event, Negotiated, Session, SessionConfig, State, Timer};
 use crate::wire::notification::{cease_subcode, code};
 use crate::wire::{CodecOptions, Message, Notification, RouteRefresh, Update};
@@ -140,9 +141,19 @@ pub struct SessionHandle {
     /// The peer it talks to.
     pub peer: SocketAddr,
     tx: mpsc::Sender<Command>,
+    /// Messages (received, sent) by type, as the session task last published them.
+    messages: Messages,
 }
 
+/// Where a session task publishes its message counts for its handles to read.
+type Messages = std::sync::Arc<std::sync::Mutex<(MessageCounts, MessageCounts)>>;
+
 impl SessionHandle {
+    /// Messages (received, sent) by type since the session task started.
+    pub fn messages(&self) -> (MessageCounts, MessageCounts) {
+        self.messages.lock().map(|m| *m).unwrap_or_default()
+    }
+
     /// Sends a command; waits while the session is busy writing (back-pressure).
     /// Fails only if the session task has ended.
     pub async fn send(&self, c: Command) -> Result<(), mpsc::error::SendError<Command>> {
@@ -168,8 +179,9 @@ impl SessionHandle {
 pub fn spawn(cfg: DriverConfig, events: mpsc::Sender<SessionEvent>) -> SessionHandle {
     let (tx, rx) = mpsc::channel(64);
     let peer = cfg.peer;
-    tokio::spawn(run(cfg, rx, events));
-    SessionHandle { peer, tx }
+    let messages = Messages::default();
+    tokio::spawn(run(cfg, rx, events, messages.clone()));
+    SessionHandle { peer, tx, messages }
 }
 
 type Connecting = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
@@ -239,12 +251,15 @@ struct Driver {
     /// The machine's state as its actions last reported it (a Down comes before
     /// the change to Idle, so this is the state the session went down from).
     reported_state: State,
+    /// The machine's message counts, published for the handles after each event.
+    messages: Messages,
 }
 
 async fn run(
     cfg: DriverConfig,
     mut commands: mpsc::Receiver<Command>,
     events: mpsc::Sender<SessionEvent>,
+    messages: Messages,
 ) {
     let fsm = Session::new(cfg.fsm.clone());
     // CollisionDetectEstablishedState is off: an Established session keeps its
@@ -266,6 +281,7 @@ async fn run(
         reported: Vec::new(),
         attempts: Attempts::default(),
         reported_state: State::Idle,
+        messages,
     };
     let mut buf = vec![0u8; 65536];
     // Set when every handle is gone (the peer was removed): stop once, then end the
@@ -455,6 +471,9 @@ impl Driver {
                     pending.push(next);
                 }
             }
+        }
+        if let Ok(mut m) = self.messages.lock() {
+            *m = self.fsm.messages();
         }
     }
 

@@ -275,6 +275,10 @@ impl Speaker {
                 rejected_import: p.rejected_import,
                 filtered_export: p.filtered_export,
                 notifications_in: p.notifications_in.clone(),
+                last_notification_in: p.last_notification_in.clone(),
+                last_notification_out: p.last_notification_out.clone(),
+                messages: Default::default(),
+                negotiated: p.negotiated.clone(),
                 notifications_out: p.notifications_out.clone(),
             })
             .collect()
@@ -388,6 +392,7 @@ impl Speaker {
             p.eor_in.clear();
             p.malformed_seen.clear();
             p.route_refresh = negotiated.route_refresh || negotiated.enhanced_route_refresh;
+            p.negotiated = Some((*negotiated).clone());
             p.held = restarting.then(|| (*negotiated).clone());
         }
         if !restarting {
@@ -413,10 +418,12 @@ impl Speaker {
         let code = |t: &str| t.split(" / ").next().unwrap_or(t).to_string();
         match reason {
             crate::fsm::DownReason::NotificationReceived(t) => {
-                *p.notifications_in.entry(code(t)).or_default() += 1
+                *p.notifications_in.entry(code(t)).or_default() += 1;
+                p.last_notification_in = Some(t.clone());
             }
             crate::fsm::DownReason::NotificationSent(t) => {
-                *p.notifications_out.entry(code(t)).or_default() += 1
+                *p.notifications_out.entry(code(t)).or_default() += 1;
+                p.last_notification_out = Some(t.clone());
             }
             _ => {}
         }

@@ -32,6 +32,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tokio::sync::oneshot;
 
+use crate::fsm::counts::MessageCounts;
 use crate::fsm::Negotiated;
 use crate::policy::{PeerPolicy, RouteSource};
 use crate::rib::export::Exported;
@@ -263,6 +264,16 @@ pub struct PeerStats {
     pub notifications_in: BTreeMap<String, u64>,
     /// NOTIFICATIONs we sent it, by error code name.
     pub notifications_out: BTreeMap<String, u64>,
+    /// The last NOTIFICATION it sent us, then the last we sent it (`Code / Subcode`,
+    /// then any text), since it was configured.
+    pub last_notification_in: Option<String>,
+    /// See `last_notification_in`.
+    pub last_notification_out: Option<String>,
+    /// Messages (received, sent) by type since it was configured; filled in by the
+    /// driver from the session task.
+    pub messages: (MessageCounts, MessageCounts),
+    /// What its session negotiated, while Established.
+    pub negotiated: Option<Negotiated>,
 }
 
 /// The Loc-RIB's size, counted as paths come and go (the metrics ask each scrape).

@@ -76,6 +76,10 @@ pub(super) struct Peer {
     /// NOTIFICATIONs received and sent, by error code name.
     pub notifications_in: BTreeMap<String, u64>,
     pub notifications_out: BTreeMap<String, u64>,
+    /// The last NOTIFICATION each way, and what the session negotiated while up.
+    pub last_notification_in: Option<String>,
+    pub last_notification_out: Option<String>,
+    pub negotiated: Option<Negotiated>,
     /// Policy statements whose first rejection was reported (`import …`/`export …`):
     /// one event per statement and direction, not one per route.
     pub reported: BTreeSet<String>,
@@ -103,6 +107,9 @@ impl Peer {
             filtered_export: 0,
             notifications_in: BTreeMap::new(),
             notifications_out: BTreeMap::new(),
+            last_notification_in: None,
+            last_notification_out: None,
+            negotiated: None,
             reported: BTreeSet::new(),
         }
     }
@@ -168,6 +175,7 @@ impl Peer {
     /// Forgets the session: what it was sent, what waits for it.
     pub fn clear_session(&mut self) {
         self.source = None;
+        self.negotiated = None;
         self.out = None;
         self.held = None;
         self.deferred.clear();

@@ -210,7 +210,13 @@ impl Driver {
                 return;
             }
             SpeakerCommand::PeerStats(reply) => {
-                let _ = reply.send(self.core.peer_stats());
+                let mut stats = self.core.peer_stats();
+                for s in &mut stats {
+                    if let Some(Link::Session(h)) = self.links.get(&s.address) {
+                        s.messages = h.messages();
+                    }
+                }
+                let _ = reply.send(stats);
                 return;
             }
             SpeakerCommand::RibCounts(reply) => {
