@@ -330,7 +330,11 @@ fn ipv6_and_add_path_paths_from_one_peer() {
         rib.best(&p).map(|b| b.best.next_hop.to_string()),
         Some("2001:db8::2".into())
     );
-    assert_eq!(rib.prefixes_by_family(), (0, 1), "one IPv6 prefix, two paths");
+    assert_eq!(
+        rib.prefixes_by_family(),
+        (0, 1),
+        "one IPv6 prefix, two paths"
+    );
     rib.peer_down(a.address);
     assert_eq!(rib.prefixes_by_family(), (0, 0));
 }
