@@ -81,7 +81,7 @@ pub fn run_until(config: &Path, hooks: Hooks) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = logging::init(&cfg.log, &hooks.log) {
+    if let Err(e) = logging::init_with(&cfg.log, cfg.log_format, &hooks.log) {
         // The daemon still runs; `tern status` answers.
         eprintln!("tern: {e}");
     }

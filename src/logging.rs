@@ -1,9 +1,23 @@
-//! Where the daemon's log goes: stderr for `tern run` (a terminal, journald, a
-//! container's log), and on Windows daily files under `%ProgramData%\tern\logs` for
-//! the service, since the Service Control Manager keeps no stderr.
+//! Where the daemon's log goes and how its lines look: stderr for `tern run` (a
+//! terminal, journald, a container's log), and on Windows daily files under
+//! `%ProgramData%\tern\logs` for the service, since the Service Control Manager keeps
+//! no stderr.
+//!
+//! Under systemd each line starts with its sd-daemon priority (`<4>` for a warning)
+//! when stderr is the journal's stream, so `journalctl -p warning -u tern` shows the
+//! warnings: a plain line would be stored at the unit's default, info. The prefix
+//! keeps the daemon free of a journald client (tracing-journald is not in the lock
+//! file) and works the same with `log_format: json`, journald stripping it.
+//! `log_format: json` writes one flat JSON object per line (tracing-subscriber's own
+//! JSON format) for Kubernetes log pipelines.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+
+pub use tern_config::LogFormat;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::registry::LookupSpan;
 
 /// The log files' common name; each day's file adds `.YYYY-MM-DD` (UTC).
 pub const FILE_PREFIX: &str = "tern.log";
@@ -44,37 +58,137 @@ pub fn file_pattern(dir: &std::path::Path) -> String {
 }
 
 /// Installs the global subscriber for `level` (a `tern.yaml` `log:` filter; `RUST_LOG`
-/// wins when set). A second call keeps the first subscriber. Fails only when the log
-/// files cannot be opened (the directory cannot be created or written).
+/// wins when set) in text format. See [`init_with`].
 pub fn init(level: &str, target: &Target) -> Result<(), String> {
+    init_with(level, LogFormat::Text, target)
+}
+
+/// Installs the global subscriber for `level` and `format` (`log:` and `log_format:`
+/// in `tern.yaml`). A second call keeps the first subscriber. Fails only when the log
+/// files cannot be opened (the directory cannot be created or written).
+pub fn init_with(level: &str, format: LogFormat, target: &Target) -> Result<(), String> {
     use std::io::IsTerminal;
-    let filter = filter(level);
-    match target {
+    let sub = match target {
         Target::Stderr => {
             let tty = std::io::stderr().is_terminal();
-            let b = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr)
-                .with_ansi(tty);
-            let _ = if tty {
-                b.try_init()
-            } else {
-                b.without_time().try_init()
+            let style = Style {
+                format,
+                journal: journal_stream(),
+                ansi: tty,
+                time: tty,
             };
-            Ok(())
+            subscriber(filter(level), style, std::io::stderr)
         }
         #[cfg(windows)]
         Target::Files(dir) => {
             // The appender itself is the writer (no background thread): a daemon logs
             // little, and no line is lost when the service stops.
             let files = daily_files(dir)?;
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(files)
-                .with_ansi(false)
-                .try_init();
-            Ok(())
+            let style = Style {
+                format,
+                journal: false,
+                ansi: false,
+                time: true,
+            };
+            subscriber(filter(level), style, files)
         }
+    };
+    // try_init also forwards the `log` crate's records (rustls, the HTTP stack).
+    let _ = tracing_subscriber::util::SubscriberInitExt::try_init(sub);
+    Ok(())
+}
+
+/// How lines look.
+#[derive(Debug, Clone, Copy)]
+struct Style {
+    format: LogFormat,
+    /// Each line starts with its syslog priority (`<4>`), for journald.
+    journal: bool,
+    ansi: bool,
+    /// Text lines carry a timestamp (JSON lines always do: log pipelines want it).
+    time: bool,
+}
+
+type Boxed = Box<dyn tracing::Subscriber + Send + Sync>;
+
+/// The subscriber for `style`, writing to `writer`.
+fn subscriber<W>(filter: tracing_subscriber::EnvFilter, style: Style, writer: W) -> Boxed
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(style.ansi);
+    let j = style.journal;
+    match (style.format, style.time) {
+        // Flat objects ({"timestamp","level","message",fields...,"target"}): what
+        // Kubernetes log pipelines (Fluent Bit, Vector, Loki) parse without a rule.
+        (LogFormat::Json, _) => Box::new(
+            b.json()
+                .flatten_event(true)
+                .with_current_span(false)
+                .with_span_list(false)
+                .map_event_format(|f| Priority(f, j))
+                .finish(),
+        ),
+        (LogFormat::Text, true) => Box::new(b.map_event_format(|f| Priority(f, j)).finish()),
+        (LogFormat::Text, false) => Box::new(
+            b.without_time()
+                .map_event_format(|f| Priority(f, j))
+                .finish(),
+        ),
+    }
+}
+
+/// Whether stderr is journald's stream: systemd sets `JOURNAL_STREAM` to the stream's
+/// `device:inode`; a child that inherited the variable with another stderr must not
+/// prefix (sd-daemon(3)).
+#[cfg(target_os = "linux")]
+fn journal_stream() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(want) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    std::fs::metadata("/proc/self/fd/2")
+        .is_ok_and(|m| want.trim() == format!("{}:{}", m.dev(), m.ino()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn journal_stream() -> bool {
+    false
+}
+
+/// The syslog priority journald reads from a line's `<N>` prefix (sd-daemon(3)):
+/// `journalctl -p warning` then shows warnings and errors only.
+fn priority(level: &tracing::Level) -> u8 {
+    match *level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+/// An event format that starts each line with its `<N>` priority when `.1` is set.
+struct Priority<F>(F, bool);
+
+impl<S, N, F> FormatEvent<S, N> for Priority<F>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        if self.1 {
+            write!(writer, "<{}>", priority(event.metadata().level()))?;
+        }
+        self.0.format_event(ctx, writer, event)
     }
 }
 
@@ -158,6 +272,109 @@ mod tests {
         assert_eq!(date.as_bytes()[4], b'-');
         let text = std::fs::read_to_string(dir.join(&names[0])).unwrap();
         assert_eq!(text, "first line\n");
+    }
+
+    /// Lines written to a shared buffer.
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::ErrorKind::Other)?
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The lines `style` gives for one event at each level.
+    #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+    fn lines(style: Style) -> Vec<String> {
+        let buf = Buf::default();
+        let out = buf.clone();
+        let sub = subscriber(
+            tracing_subscriber::EnvFilter::new("debug"),
+            style,
+            move || out.clone(),
+        );
+        tracing::subscriber::with_default(sub, || {
+            tracing::error!(peer = "198.51.100.1", "session down");
+            tracing::warn!(routes = 3, "kernel refused");
+            tracing::info!("started");
+            tracing::debug!("detail");
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        text.lines().map(String::from).collect()
+    }
+
+    /// Under journald each line starts with its syslog priority, so `journalctl -p
+    /// warning` filters: error 3, warning 4, info 6, debug 7.
+    #[test]
+    fn journal_lines_start_with_their_priority() {
+        let style = Style {
+            format: LogFormat::Text,
+            journal: true,
+            ansi: false,
+            time: false,
+        };
+        let got = lines(style);
+        assert_eq!(got.len(), 4, "{got:?}");
+        for (line, prefix) in got
+            .iter()
+            .zip(["<3>ERROR", "<4> WARN", "<6> INFO", "<7>DEBUG"])
+        {
+            assert!(
+                line.starts_with(prefix),
+                "{line:?} should start with {prefix:?}"
+            );
+        }
+        assert!(
+            got[0].ends_with("session down peer=\"198.51.100.1\""),
+            "{got:?}"
+        );
+        let plain = lines(Style {
+            journal: false,
+            ..style
+        });
+        assert!(plain[0].starts_with("ERROR"), "{plain:?}");
+    }
+
+    /// `log_format: json`: one flat object per line with timestamp, level, message,
+    /// the event's fields and target; under journald the priority comes first and
+    /// journald strips it.
+    #[test]
+    #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+    fn json_lines_are_flat_objects() {
+        let style = Style {
+            format: LogFormat::Json,
+            journal: false,
+            ansi: false,
+            time: false,
+        };
+        let got = lines(style);
+        assert_eq!(got.len(), 4, "{got:?}");
+        let first: serde_json::Value = serde_json::from_str(&got[0]).unwrap();
+        assert_eq!(first["level"], "ERROR", "{first}");
+        assert_eq!(first["message"], "session down", "{first}");
+        assert_eq!(first["peer"], "198.51.100.1", "{first}");
+        assert!(first["timestamp"].is_string(), "{first}");
+        assert!(
+            first["target"].as_str().unwrap().starts_with("tern"),
+            "{first}"
+        );
+        let second: serde_json::Value = serde_json::from_str(&got[1]).unwrap();
+        assert_eq!(second["routes"], 3, "{second}");
+        let journal = lines(Style {
+            journal: true,
+            ..style
+        });
+        let rest = journal[1].strip_prefix("<4>").unwrap();
+        let v: serde_json::Value = serde_json::from_str(rest).unwrap();
+        assert_eq!(v["level"], "WARN", "{v}");
     }
 
     #[test]

@@ -165,6 +165,8 @@ pub struct DaemonConfig {
     pub fib: FibConfig,
     /// Log filter: a level (`info`) or a tracing filter directive (`tern=debug,info`).
     pub log: String,
+    /// How log lines look (`log_format`).
+    pub log_format: LogFormat,
     /// Route, control-socket and datastore limits.
     pub limits: Limits,
     /// The router id setting (`router_id`, `CALICO_ROUTER_ID`); `None`: the Node's
@@ -173,6 +175,16 @@ pub struct DaemonConfig {
     /// Where each daemon setting that has a source to tell came from, in a stable
     /// order: `node`, `datastore.type`, the datastore's settings, `router_id`.
     pub sources: Vec<(String, Source)>,
+}
+
+/// How the daemon's log lines look (`log_format` in tern.yaml).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (`text`, the default).
+    #[default]
+    Text,
+    /// One JSON object per line, for Kubernetes log pipelines (`json`).
+    Json,
 }
 
 #[derive(Deserialize)]
@@ -186,6 +198,7 @@ struct RawConfig {
     bird6_socket: Option<PathBuf>,
     fib: Option<RawFib>,
     log: Option<String>,
+    log_format: Option<String>,
     limits: Option<limits::RawLimits>,
     router_id: Option<String>,
 }
@@ -272,6 +285,17 @@ impl DaemonConfig {
             ));
         }
 
+        let log_format = match raw.log_format.as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => {
+                return Err(err(
+                    "log_format",
+                    format!("{other:?} is not a log format (text, json)"),
+                ))
+            }
+        };
+
         let control_socket = raw.control_socket.unwrap_or_else(default_control_socket);
         let (bird_socket, bird6_socket) =
             bird_sockets(raw.bird_socket, raw.bird6_socket, &control_socket, file)?;
@@ -293,6 +317,7 @@ impl DaemonConfig {
                 bird6_socket,
                 fib,
                 log,
+                log_format,
                 limits,
             },
             warnings,

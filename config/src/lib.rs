@@ -29,5 +29,5 @@ pub mod values;
 pub mod fuzzing;
 
 pub use cluster::Cluster;
-pub use daemon::{DaemonConfig, Datastore, FibConfig};
+pub use daemon::{DaemonConfig, Datastore, FibConfig, LogFormat};
 pub use error::{ConfigError, Warning};

@@ -1,81 +1,134 @@
 //! Prometheus metrics on the configured address (`metrics:` in tern.yaml, localhost by
-//! default): peer state, uptime, prefixes, flaps; FIB routes installed, missing,
-//! unexpected and refused, and the last kernel batch's duration; diagnostic findings by
-//! kind; the configuration revision and whether the newest one was rejected.
+//! default), with `/healthz` (live) and `/readyz` (ready) on the same port for
+//! Kubernetes probes and load balancers that cannot run `tern health`.
 //!
-//! Values are read at scrape time from the same answers the control socket gives, so
-//! the numbers always agree with `tern status` / `fib` / `diagnose`. prometheus-client
-//! encodes; the HTTP side is a few lines by hand (GET /metrics, HTTP/1.0 close), since
-//! an HTTP server crate would be the daemon's largest dependency for one endpoint.
+//! hyper serves HTTP: the hand-written HTTP/1.0 responder this replaced answered after
+//! the first read, before a request head sent in two writes had arrived, and closing
+//! with bytes unread made the kernel reset the connection. hyper (already built for the
+//! Kubernetes client) parses heads, keep-alive and timeouts as HTTP/1.1 says, so each
+//! path here is only what it answers. What the numbers are is in [`render`].
 
+mod process;
+mod render;
+#[cfg(test)]
+mod tests;
+
+use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use super::handler::DaemonHandler;
-use crate::control::proto::{DiagnoseReply, FibReply, PeersReply, Request, StatusReply};
+use crate::control::proto::HealthReply;
+pub use render::render;
 
-type Labels = Vec<(String, String)>;
+/// How long a client may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Prometheus' text format, as prometheus-client encodes it.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Serves `/metrics` on `addr` until the task is dropped.
-pub async fn serve(listener: TcpListener, handler: Arc<DaemonHandler>) {
+/// What the endpoints answer from: the daemon, or a stand-in in tests.
+pub trait Source: Send + Sync + 'static {
+    /// The metrics text.
+    fn metrics(&self) -> impl Future<Output = String> + Send;
+    /// `tern health`'s answer; `None` when the daemon cannot tell (its state is
+    /// poisoned), which both probes report as failing.
+    fn health(&self) -> impl Future<Output = Option<HealthReply>> + Send;
+}
+
+impl Source for DaemonHandler {
+    async fn metrics(&self) -> String {
+        render(self).await
+    }
+
+    async fn health(&self) -> Option<HealthReply> {
+        let v = self
+            .answer(crate::control::proto::Request::Health)
+            .await
+            .ok()?;
+        serde_json::from_value(v).ok()
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` until the task is dropped.
+pub async fn serve<S: Source>(listener: TcpListener, source: Arc<S>) {
     loop {
-        let Ok((mut stream, from)) = listener.accept().await else {
+        let Ok((stream, from)) = listener.accept().await else {
+            // Out of file descriptors, most likely: wait rather than spin.
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let h = Arc::clone(&handler);
+        let source = Arc::clone(&source);
         tokio::spawn(async move {
-            let Ok(Some(head)) =
-                tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream)).await
-            else {
-                return;
-            };
-            let request = String::from_utf8_lossy(&head);
-            let response = if request.starts_with("GET /metrics") {
-                let body = render(&h).await;
-                format!(
-                    "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                )
-            } else {
-                tracing::debug!(%from, "metrics: not GET /metrics");
-                "HTTP/1.0 404 Not Found\r\nContent-Length: 21\r\n\r\ntry GET /metrics ...\n"
-                    .to_string()
-            };
-            let _ = stream.write_all(response.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            let service = service_fn(move |req| {
+                let source = Arc::clone(&source);
+                async move { Ok::<_, Infallible>(respond(&*source, req).await) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(%from, "metrics connection: {e}");
+            }
         });
     }
 }
 
-/// Reads a request head up to its blank line. A client may send the head in several
-/// writes; closing while some of it is still unread would make the kernel answer with
-/// a reset, and the client would lose the response it had not yet read.
-async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
-    const MAX_HEAD: usize = 8192;
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = stream.read(&mut buf).await.ok()?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(buf.get(..n)?);
-        if head.len() > MAX_HEAD {
-            return None;
-        }
+/// One request's answer.
+async fn respond<S: Source, B>(source: &S, req: Request<B>) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD are served\n".into(),
+        );
     }
-    Some(head)
+    match req.uri().path() {
+        "/metrics" => {
+            let mut r = text(StatusCode::OK, source.metrics().await);
+            r.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
+            r
+        }
+        "/healthz" => probe(source.health().await, |h| h.live),
+        "/readyz" => probe(source.health().await, |h| h.ready),
+        other => text(
+            StatusCode::NOT_FOUND,
+            format!("no {other} here: try /metrics, /healthz or /readyz\n"),
+        ),
+    }
+}
+
+/// 200 when `pass` holds, else 503; the body is `tern health`'s reason either way.
+fn probe(health: Option<HealthReply>, pass: fn(&HealthReply) -> bool) -> Response<Full<Bytes>> {
+    match health {
+        Some(h) if pass(&h) => text(StatusCode::OK, format!("{}\n", h.reason)),
+        Some(h) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{}\n", h.reason)),
+        None => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the daemon cannot report its health (its state is poisoned); restart tern\n".into(),
+        ),
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
 }
 
 /// Binds the metrics listener.
@@ -83,294 +136,4 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))
-}
-
-fn gauge(reg: &mut Registry, name: &str, help: &str, values: Vec<(Labels, i64)>) {
-    let f = Family::<Labels, Gauge>::default();
-    for (l, v) in values {
-        f.get_or_create(&l).set(v);
-    }
-    reg.register(name, help, f);
-}
-
-fn single(reg: &mut Registry, name: &str, help: &str, v: i64) {
-    let g = Gauge::<i64>::default();
-    g.set(v);
-    reg.register(name, help, g);
-}
-
-fn label(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-async fn ask<T: serde::de::DeserializeOwned>(h: &DaemonHandler, r: Request) -> Option<T> {
-    let v = h.answer(r).await.ok()?;
-    serde_json::from_value(v).ok()
-}
-
-/// The metrics text.
-pub async fn render(h: &DaemonHandler) -> String {
-    let mut reg = Registry::with_prefix("tern");
-    if let Some(s) = ask::<StatusReply>(h, Request::Status).await {
-        daemon_metrics(&mut reg, &s);
-    }
-    if let Some(p) = ask::<PeersReply>(h, Request::Peers { address: None }).await {
-        peer_metrics(&mut reg, &p);
-    }
-    if let Some(f) = ask::<FibReply>(h, Request::Fib).await {
-        fib_metrics(&mut reg, &f);
-    }
-    if let Some(d) = ask::<DiagnoseReply>(h, Request::Diagnose).await {
-        diagnose_metrics(&mut reg, &d);
-    }
-    let mut out = String::new();
-    if encode(&mut out, &reg).is_err() {
-        return "# tern: cannot encode metrics\n".into();
-    }
-    out
-}
-
-/// The daemon's configuration, datastore and uptime.
-fn daemon_metrics(reg: &mut Registry, s: &StatusReply) {
-    let d = &s.daemon;
-    single(
-        reg,
-        "config_revision",
-        "Datastore revision of the configuration in force",
-        d.intent_revision.unwrap_or(0),
-    );
-    single(
-        reg,
-        "config_error",
-        "1 when the newest configuration was rejected or needs a restart",
-        i64::from(d.config_error.is_some()),
-    );
-    single(
-        reg,
-        "datastore_up",
-        "0 while the datastore cannot be read (the configuration in force stays; tern status says why)",
-        i64::from(d.datastore_error.is_none()),
-    );
-    single(
-        reg,
-        "uptime_seconds",
-        "Seconds since the daemon started",
-        i64::try_from(d.uptime_s).unwrap_or(i64::MAX),
-    );
-}
-
-/// Per-peer session state and counters.
-fn peer_metrics(reg: &mut Registry, p: &PeersReply) {
-    let peer = |a: &str, t: &str| label(&[("peer", a), ("type", t)]);
-    gauge(
-        reg,
-        "peer_up",
-        "1 when the BGP session is Established",
-        p.peers
-            .iter()
-            .map(|x| {
-                (
-                    peer(&x.address, &x.kind),
-                    i64::from(x.state == "Established"),
-                )
-            })
-            .collect(),
-    );
-    gauge(
-        reg,
-        "peer_uptime_seconds",
-        "Seconds the session has been Established",
-        p.peers
-            .iter()
-            .map(|x| {
-                (
-                    peer(&x.address, &x.kind),
-                    i64::try_from(x.uptime_s).unwrap_or(i64::MAX),
-                )
-            })
-            .collect(),
-    );
-    gauge(
-        reg,
-        "peer_prefixes_received",
-        "Prefixes for which the peer provides a Loc-RIB path",
-        p.peers
-            .iter()
-            .map(|x| {
-                (
-                    peer(&x.address, &x.kind),
-                    i64::try_from(x.prefixes_received).unwrap_or(i64::MAX),
-                )
-            })
-            .collect(),
-    );
-    gauge(
-        reg,
-        "peer_prefixes_accepted",
-        "Prefixes from the peer accepted by import",
-        p.peers
-            .iter()
-            .map(|x| {
-                (
-                    peer(&x.address, &x.kind),
-                    i64::try_from(x.prefixes_accepted).unwrap_or(i64::MAX),
-                )
-            })
-            .collect(),
-    );
-    peer_counters(reg, p);
-    gauge(
-        reg,
-        "peer_prefixes_advertised",
-        "Prefixes in the peer's Adj-RIB-Out",
-        p.peers
-            .iter()
-            .map(|x| {
-                (
-                    peer(&x.address, &x.kind),
-                    i64::try_from(x.prefixes_advertised).unwrap_or(i64::MAX),
-                )
-            })
-            .collect(),
-    );
-}
-
-/// The per-peer counters: flaps, UPDATEs, policy decisions.
-fn peer_counters(reg: &mut Registry, p: &PeersReply) {
-    type Pick = fn(&crate::control::proto::PeerInfo) -> u64;
-    let table: [(&str, &str, Pick); 5] = [
-        ("peer_flaps", "Times the session left Established", |x| {
-            x.flaps
-        }),
-        ("peer_updates_received", "UPDATE messages received", |x| {
-            x.updates_in
-        }),
-        ("peer_updates_sent", "UPDATE messages sent", |x| {
-            x.updates_out
-        }),
-        (
-            "peer_policy_rejected_in",
-            "Routes from the peer its import policy rejected",
-            |x| x.policy_rejected_in,
-        ),
-        (
-            "peer_policy_filtered_out",
-            "Times its export policy kept a route from the peer",
-            |x| x.policy_filtered_out,
-        ),
-    ];
-    for (name, help, pick) in table {
-        let c = Family::<Labels, Counter>::default();
-        for x in &p.peers {
-            c.get_or_create(&label(&[("peer", &x.address), ("type", &x.kind)]))
-                .inc_by(pick(x));
-        }
-        reg.register(name, help, c);
-    }
-}
-
-/// The kernel routes by state, refusals and the last batch's duration.
-fn fib_metrics(reg: &mut Registry, f: &FibReply) {
-    let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
-    gauge(
-        reg,
-        "fib_routes",
-        "tern's kernel routes by state",
-        vec![
-            (label(&[("state", "installed")]), n(f.installed.len())),
-            (label(&[("state", "missing")]), n(f.missing.len())),
-            (label(&[("state", "unexpected")]), n(f.unexpected.len())),
-        ],
-    );
-    gauge(
-        reg,
-        "fib_refused",
-        "Refused routes, by who refused them: the kernel (IP Helper on Windows) or tern itself",
-        vec![
-            (label(&[("by", "kernel")]), n(f.refused_by_system)),
-            (label(&[("by", "tern")]), n(f.refused_by_tern)),
-        ],
-    );
-    let secs = Gauge::<f64, AtomicU64>::default();
-    secs.set(f.last_apply_seconds);
-    reg.register(
-        "fib_last_apply_seconds",
-        "Duration of the last batch of kernel route changes",
-        secs,
-    );
-}
-
-/// Diagnostic findings by kind and severity.
-fn diagnose_metrics(reg: &mut Registry, d: &DiagnoseReply) {
-    let mut counts: std::collections::BTreeMap<(String, String), i64> = Default::default();
-    // Every known kind and severity, 0 when absent: a query or an alert sees the
-    // series before the first finding of its kind.
-    let kinds = tern_fib::diag::FindingKind::ALL
-        .iter()
-        .map(|k| k.name())
-        .chain(["datastore-unavailable"]);
-    for kind in kinds {
-        for severity in ["info", "warning", "error"] {
-            counts.insert((kind.to_string(), severity.to_string()), 0);
-        }
-    }
-    for f in &d.findings {
-        *counts
-            .entry((f.kind.clone(), f.severity.clone()))
-            .or_default() += 1;
-    }
-    gauge(
-        reg,
-        "diagnostic_findings",
-        "Current diagnostic findings by kind and severity",
-        counts
-            .into_iter()
-            .map(|((k, s), v)| (label(&[("kind", &k), ("severity", &s)]), v))
-            .collect(),
-    );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Refusals are split by who refused them, one series each.
-    #[test]
-    fn refused_routes_are_counted_by_who_refused_them() {
-        let f = FibReply {
-            failures: vec!["a".into(), "b".into(), "c".into()],
-            refused_by_system: 1,
-            refused_by_tern: 2,
-            ..FibReply::default()
-        };
-        let mut reg = Registry::with_prefix("tern");
-        fib_metrics(&mut reg, &f);
-        let mut out = String::new();
-        assert!(encode(&mut out, &reg).is_ok());
-        assert!(out.contains("tern_fib_refused{by=\"kernel\"} 1\n"), "{out}");
-        assert!(out.contains("tern_fib_refused{by=\"tern\"} 2\n"), "{out}");
-    }
-
-    /// A head sent in two writes (as bash's printf does) is read whole: answering
-    /// after the first part, then closing with the rest unread, reset the connection
-    /// and the client lost the response.
-    #[tokio::test]
-    async fn a_head_sent_in_two_writes_is_read_whole() -> Result<(), String> {
-        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let client = tokio::spawn(async move {
-            let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
-            c.write_all(b"GET /metrics HTTP/1.0\r\n").await.ok()?;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            c.write_all(b"\r\n").await.ok()
-        });
-        let (mut stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
-        let head = read_head(&mut stream).await.ok_or("no head")?;
-        assert_eq!(head, b"GET /metrics HTTP/1.0\r\n\r\n");
-        assert!(client.await.map_err(|e| e.to_string())?.is_some());
-        Ok(())
-    }
 }

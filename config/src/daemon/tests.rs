@@ -38,6 +38,9 @@ fn the_design_example_parses() {
         }
     );
     assert_eq!(c.log, "info");
+    assert_eq!(c.log_format, crate::LogFormat::Text);
+    let (c, _) = parse("node: n1\nlog_format: json\n").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.log_format, crate::LogFormat::Json);
 }
 
 #[test]
@@ -111,6 +114,10 @@ fn mistakes_name_the_field_and_what_is_allowed() {
         (
             "node: n1\nlog: loud\n",
             "field `log`: \"loud\" is not a level",
+        ),
+        (
+            "node: n1\nlog_format: xml\n",
+            "field `log_format`: \"xml\" is not a log format (text, json)",
         ),
     ];
     for (text, want) in cases {

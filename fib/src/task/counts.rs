@@ -29,6 +29,8 @@ pub struct FibCounts {
     pub refused_by_tern: usize,
     /// Durations of the kernel batches.
     pub apply: ApplyDurations,
+    /// Seconds the last kernel batch took.
+    pub last_apply_seconds: f64,
     /// The FIB is off (`fib: { enabled: false }`).
     pub disabled: bool,
 }
@@ -154,6 +156,7 @@ impl<B: Backend> Task<B> {
             refused_by_system: self.refusals.iter().count().saturating_sub(by_tern),
             refused_by_tern: by_tern,
             apply: self.durations.clone(),
+            last_apply_seconds: self.last_apply.as_secs_f64(),
             disabled: false,
         }
     }
