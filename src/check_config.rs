@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use tern_config::cluster::DEFAULT_SECRETS_DIR;
 use tern_config::daemon::EtcdPassword;
 use tern_config::datastore::etcd::{EtcdOptions, EtcdStore};
 use tern_config::datastore::kubernetes::{KubeSettings, KubeStore};
@@ -106,11 +107,88 @@ pub fn check(config: &Path) -> Report {
     match intent_with(&cluster, &cfg.node, cfg.router_id) {
         Ok((i, notes)) => {
             r.warnings.extend(notes);
+            r.errors
+                .extend(password_errors(&i, Path::new(DEFAULT_SECRETS_DIR)));
             r.intent = Some(i);
         }
         Err(e) => r.errors.push(e.to_string()),
     }
     r
+}
+
+/// Each peer whose password cannot be read from its source, as the daemon words it
+/// (the daemon refuses such a peer: a session without its MD5 key would never come
+/// up). The values are read and dropped, never shown.
+fn password_errors(i: &Intent, secrets_dir: &Path) -> Vec<String> {
+    i.peers
+        .values()
+        .filter_map(|p| {
+            p.resolve_password(secrets_dir)
+                .err()
+                .map(|e| format!("peer {} ({}): {e}", p.address, p.origin))
+        })
+        .collect()
+}
+
+/// The report for scripts (`tern check-config -o json`, docs/json.md): `ok`, the
+/// problems, the settings and, when valid, the node's peers and originated prefixes.
+pub fn to_json(r: &Report) -> serde_json::Value {
+    use serde_json::json;
+    let settings: Vec<_> = r
+        .settings
+        .iter()
+        .map(|(setting, value, source)| {
+            json!({"setting": setting, "value": value, "source": source})
+        })
+        .collect();
+    let node = r.intent.as_ref().map(|i| {
+        let peers: Vec<_> = i
+            .peers
+            .values()
+            .map(|p| {
+                json!({
+                    "address": p.address.to_string(),
+                    "port": p.port,
+                    "asn": p.remote_as,
+                    "local_asn": p.local_as,
+                    "type": p.kind.as_str(),
+                    "passive": p.passive,
+                    "from": p.origin,
+                    "peer_node": p.peer_node,
+                    "password": p.password.is_some() || p.snapshot_password.is_some(),
+                })
+            })
+            .collect();
+        let originated: Vec<_> = i
+            .originated
+            .iter()
+            .map(|(net, o)| {
+                json!({
+                    "prefix": net.to_string(),
+                    "source": o.source.as_str(),
+                    "blackhole": o.blackhole,
+                    "advertised": o.export,
+                    "communities": o.communities.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        json!({
+            "node": i.node,
+            "router_id": i.router_id.to_string(),
+            "asn": i.asn,
+            "port": i.listen.port,
+            "peers": peers,
+            "originated": originated,
+        })
+    });
+    json!({
+        "ok": r.errors.is_empty(),
+        "source": r.source,
+        "errors": r.errors,
+        "warnings": r.warnings,
+        "settings": settings,
+        "intent": node,
+    })
 }
 
 /// The settings `check-config` shows: node, datastore and router id, each with its value

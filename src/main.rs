@@ -29,6 +29,14 @@ mod man;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The control socket (default: $TERN_SOCKET, else /run/tern/tern.sock; on
+    /// Windows \\.\pipe\tern). Before or after the command.
+    #[arg(long, global = true)]
+    socket: Option<std::path::PathBuf>,
+    /// Output format, before or after the command: text for people, wide (text with
+    /// more columns), json or yaml for scripts (stable field names, see docs/json.md).
+    #[arg(long, short, global = true, value_enum, default_value = "text")]
+    output: OutputFormat,
 }
 
 #[derive(Subcommand)]
@@ -44,13 +52,13 @@ enum Command {
     },
     /// The daemon, its router id and AS, and one table of peers per family (like
     /// `calicoctl node status`).
-    Status(Inspect),
-    /// Per peer: state, uptime, capabilities, prefix counts, last error.
+    /// `-o wide` adds vtysh's columns (PfxRcd, PfxSnt, MsgRcvd, MsgSent, Up/Down).
+    Status,
+    /// Per peer: state, uptime, capabilities, prefix counts, last error; with ADDR
+    /// also the negotiated timers, router id, TCP endpoints, MD5/GTSM, filters.
     Peers {
-        /// Only this peer.
+        /// Only this peer, in detail.
         address: Option<String>,
-        #[command(flatten)]
-        inspect: Inspect,
     },
     /// The Loc-RIB: prefix, next hops, AS path, communities, source, flags.
     Routes {
@@ -60,15 +68,22 @@ enum Command {
         #[arg(long)]
         peer: Option<String>,
         /// The routes advertised to --peer (its Adj-RIB-Out) instead of the Loc-RIB.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["all", "count"])]
         advertised: bool,
-        #[command(flatten)]
-        inspect: Inspect,
+        /// Every path of each prefix, with the decision step it won or lost by.
+        #[arg(long, conflicts_with = "count")]
+        all: bool,
+        /// Totals per family and per peer instead of routes.
+        #[arg(long)]
+        count: bool,
+        /// Only this address family.
+        #[arg(long, value_parser = ["ipv4", "ipv6"])]
+        family: Option<String>,
     },
     /// What tern installed in the kernel and any difference from what it wants.
-    Fib(Inspect),
+    Fib,
     /// Layer-2 reachability of peers and next hops, failed neighbours, refused routes.
-    Diagnose(Inspect),
+    Diagnose,
     /// Exit 0 when live (--live) and/or ready (--ready; calico-node's rules).
     Health {
         /// Check liveness.
@@ -77,11 +92,9 @@ enum Command {
         /// Check readiness.
         #[arg(long)]
         ready: bool,
-        #[command(flatten)]
-        inspect: Inspect,
     },
     /// Re-read the datastore now and apply what changed.
-    Reload(Inspect),
+    Reload,
     /// Windows service: `install --config PATH`, `uninstall`, `run` (used by the SCM).
     Service {
         #[command(subcommand)]
@@ -128,38 +141,39 @@ enum ServiceAction {
     },
 }
 
-/// Options of every command that talks to the daemon.
-#[derive(clap::Args, Clone)]
-struct Inspect {
-    /// The control socket (default: $TERN_SOCKET, else /run/tern/tern.sock; on
-    /// Windows \\.\pipe\tern).
-    #[arg(long)]
-    socket: Option<std::path::PathBuf>,
-    /// Output format: text for people, json for scripts (the daemon's answer as is).
-    #[arg(long, short, value_enum, default_value = "text")]
-    output: InspectOutput,
-}
-
-/// `-o` of the commands that talk to the daemon.
+/// `-o`, of every command.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum InspectOutput {
+enum OutputFormat {
     /// Tables and text for people.
     Text,
-    /// The daemon's JSON (stable field names, see docs/json.md).
+    /// Text with more columns (`status`: vtysh's counters).
+    Wide,
+    /// JSON (stable field names, see docs/json.md).
     Json,
+    /// The same document as YAML.
+    Yaml,
 }
 
-impl Inspect {
-    fn go(self, command: tern::control::cli::CliCommand) -> ExitCode {
-        let socket = self
-            .socket
-            .unwrap_or_else(tern::control::client::default_socket);
-        let output = match self.output {
-            InspectOutput::Text => tern::control::cli::Output::Text,
-            InspectOutput::Json => tern::control::cli::Output::Json,
-        };
-        tern::control::cli::run(command, &socket, output)
+impl OutputFormat {
+    fn cli(self) -> tern::control::cli::Output {
+        use tern::control::cli::Output;
+        match self {
+            OutputFormat::Text => Output::Text,
+            OutputFormat::Wide => Output::Wide,
+            OutputFormat::Json => Output::Json,
+            OutputFormat::Yaml => Output::Yaml,
+        }
     }
+}
+
+/// Asks the daemon: the global `--socket` and `-o` apply.
+fn inspect(
+    socket: Option<std::path::PathBuf>,
+    output: OutputFormat,
+    command: CliCommand,
+) -> ExitCode {
+    let socket = socket.unwrap_or_else(tern::control::client::default_socket);
+    tern::control::cli::run(command, &socket, output.cli())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -172,14 +186,6 @@ enum Format {
     Hex,
     /// Concatenated BGP messages as bytes.
     Raw,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Output {
-    /// For people.
-    Text,
-    /// For scripts: {"messages": [...], "warnings": [...]}.
-    Json,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -197,9 +203,6 @@ struct DecodeArgs {
     /// Input format.
     #[arg(long, value_enum, default_value_t = Format::Auto)]
     format: Format,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Output::Text)]
-    output: Output,
     /// Decode AS numbers as 2 octets (default: learnt from OPENs, else 4 octets).
     #[arg(long, conflicts_with = "four_octet_as")]
     two_octet_as: bool,
@@ -216,8 +219,10 @@ struct DecodeArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let (socket, output) = (cli.socket, cli.output);
+    let ask = |command| inspect(socket.clone(), output, command);
     match cli.command {
-        Command::Decode(a) => run_decode(a),
+        Command::Decode(a) => run_decode(a, output),
         Command::Run { config } => {
             // Before the runtime opens anything; logging is not set up yet, hence stderr.
             #[cfg(target_os = "linux")]
@@ -231,26 +236,27 @@ fn main() -> ExitCode {
             ServiceAction::Uninstall => tern::service::uninstall(),
             ServiceAction::Run { config } => tern::service::run(&config),
         },
-        Command::Status(i) => i.go(CliCommand::Status),
-        Command::Peers { address, inspect } => inspect.go(CliCommand::Peers { address }),
+        Command::Status => ask(CliCommand::Status),
+        Command::Peers { address } => ask(CliCommand::Peers { address }),
         Command::Routes {
             prefix,
             peer,
             advertised,
-            inspect,
-        } => inspect.go(CliCommand::Routes {
+            all,
+            count,
+            family,
+        } => ask(CliCommand::Routes {
             prefix,
             peer,
             advertised,
+            all,
+            count,
+            family,
         }),
-        Command::Fib(i) => i.go(CliCommand::Fib),
-        Command::Diagnose(i) => i.go(CliCommand::Diagnose),
-        Command::Health {
-            live,
-            ready,
-            inspect,
-        } => inspect.go(CliCommand::Health { live, ready }),
-        Command::Reload(i) => i.go(CliCommand::Reload),
+        Command::Fib => ask(CliCommand::Fib),
+        Command::Diagnose => ask(CliCommand::Diagnose),
+        Command::Health { live, ready } => ask(CliCommand::Health { live, ready }),
+        Command::Reload => ask(CliCommand::Reload),
         Command::Completions { shell } => {
             // Into memory first: clap_complete panics on a failed write (a closed pipe).
             let mut script = Vec::new();
@@ -273,7 +279,18 @@ fn main() -> ExitCode {
         },
         Command::CheckConfig { config } => {
             let report = tern::check_config::check(&config);
-            print!("{}", tern::check_config::render(&report));
+            match output {
+                OutputFormat::Text | OutputFormat::Wide => {
+                    print!("{}", tern::check_config::render(&report))
+                }
+                OutputFormat::Json | OutputFormat::Yaml => {
+                    let doc = tern::check_config::to_json(&report);
+                    if let Err(e) = tern::control::cli::print_document(&doc, output.cli()) {
+                        eprintln!("tern check-config: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             if report.errors.is_empty() {
                 ExitCode::SUCCESS
             } else {
@@ -283,7 +300,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_decode(a: DecodeArgs) -> ExitCode {
+fn run_decode(a: DecodeArgs, output: OutputFormat) -> ExitCode {
     let name = a.file.clone().unwrap_or_else(|| "-".into());
     let data = match read_input(&name) {
         Ok(d) => d,
@@ -352,18 +369,15 @@ fn run_decode(a: DecodeArgs) -> ExitCode {
     };
     let decoded = decode::decode_all(inputs, overrides);
     let failed = decoded.iter().filter(|d| d.error.is_some()).count();
-    match a.output {
-        Output::Json => {
+    match output {
+        OutputFormat::Json | OutputFormat::Yaml => {
             let doc = serde_json::json!({ "messages": decoded, "warnings": warnings });
-            match serde_json::to_string_pretty(&doc) {
-                Ok(s) => println!("{s}"),
-                Err(e) => {
-                    eprintln!("tern decode: cannot write JSON: {e}");
-                    return ExitCode::from(2);
-                }
+            if let Err(e) = tern::control::cli::print_document(&doc, output.cli()) {
+                eprintln!("tern decode: {e}");
+                return ExitCode::from(2);
             }
         }
-        Output::Text => {
+        OutputFormat::Text | OutputFormat::Wide => {
             for d in &decoded {
                 println!("{}", decode::render_text(d, a.max_prefixes));
             }

@@ -11,6 +11,8 @@ fn check(config: &Path) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["check-config", "--config"])
         .arg(config)
+        // The password source the tor example names, set as on its nodes.
+        .env("TERN_TOR_PASSWORD", "example")
         .output()
         .expect("run tern");
     (

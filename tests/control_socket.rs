@@ -40,6 +40,7 @@ fn peer(address: &str, state: &str, last_error: Option<&str>) -> PeerInfo {
         updates_out: 0,
         policy_rejected_in: 0,
         policy_filtered_out: 0,
+        ..PeerInfo::default()
     }
 }
 

@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 
 use super::client::{self, ClientError};
 use super::proto::{
-    DiagnoseReply, FibReply, HealthReply, PeersReply, ReloadReply, Request, RoutesReply,
-    StatusReply,
+    DiagnoseReply, FibReply, HealthReply, PeersReply, ReloadReply, Request, RoutesCountReply,
+    RoutesReply, StatusReply,
 };
 use super::render;
 
@@ -39,6 +39,12 @@ pub enum CliCommand {
         peer: Option<String>,
         /// The Adj-RIB-Out of `peer` instead of the Loc-RIB.
         advertised: bool,
+        /// Every path of each prefix, with why it won or lost.
+        all: bool,
+        /// Totals per family and per peer instead of routes.
+        count: bool,
+        /// Only this family (`ipv4`, `ipv6`).
+        family: Option<String>,
     },
     /// `tern fib`.
     Fib,
@@ -60,8 +66,26 @@ pub enum CliCommand {
 pub enum Output {
     /// Text for people.
     Text,
+    /// Text with more columns (`status`: vtysh's counters); other commands as text.
+    Wide,
     /// The daemon's JSON, pretty-printed.
     Json,
+    /// The same document as YAML.
+    Yaml,
+}
+
+/// Prints a document as pretty JSON or (with [`Output::Yaml`]) YAML on stdout.
+pub fn print_document(v: &serde_json::Value, output: Output) -> Result<(), String> {
+    let text = if output == Output::Yaml {
+        serde_saphyr::to_string(v).map_err(|e| format!("cannot print the answer as YAML: {e}"))?
+    } else {
+        let mut s = serde_json::to_string_pretty(v)
+            .map_err(|e| format!("cannot print the answer as JSON: {e}"))?;
+        s.push('\n');
+        s
+    };
+    print!("{text}");
+    Ok(())
 }
 
 /// Exit code for a negative answer.
@@ -84,10 +108,16 @@ impl CliCommand {
                 prefix,
                 peer,
                 advertised,
+                all,
+                count,
+                family,
             } => Request::Routes {
                 prefix: prefix.clone(),
                 peer: peer.clone(),
                 advertised: *advertised,
+                all: *all,
+                count: *count,
+                family: family.clone(),
             },
             CliCommand::Fib => Request::Fib,
             CliCommand::Diagnose => Request::Diagnose,
@@ -112,22 +142,21 @@ pub fn run(command: CliCommand, socket: &Path, output: Output) -> ExitCode {
         }
     };
     let judged = match output {
-        Output::Json => {
+        Output::Json | Output::Yaml => {
             // Printed before judging, so a script sees the answer even when the
             // verdict cannot be reached.
-            match serde_json::to_string_pretty(&value) {
-                Ok(s) => println!("{s}"),
-                Err(e) => {
-                    eprintln!("tern: cannot print the answer as JSON: {e}");
-                    return ExitCode::from(FAILED);
-                }
+            if let Err(e) = print_document(&value, output) {
+                eprintln!("tern: {e}");
+                return ExitCode::from(FAILED);
             }
             judge(&command, &value)
         }
-        Output::Text => text(&command, &value).map(|(text, good)| {
-            print!("{text}");
-            good
-        }),
+        Output::Text | Output::Wide => {
+            text(&command, &value, output == Output::Wide).map(|(text, good)| {
+                print!("{text}");
+                good
+            })
+        }
     };
     match judged {
         Ok(true) => ExitCode::SUCCESS,
@@ -158,10 +187,17 @@ fn judge(command: &CliCommand, v: &serde_json::Value) -> Result<bool, String> {
 }
 
 /// The text for people and whether the answer is a positive one.
-fn text(command: &CliCommand, v: &serde_json::Value) -> Result<(String, bool), String> {
+fn text(command: &CliCommand, v: &serde_json::Value, wide: bool) -> Result<(String, bool), String> {
     Ok(match command {
+        CliCommand::Status if wide => (render::status_wide(&decode::<StatusReply>(v)?), true),
         CliCommand::Status => (render::status(&decode::<StatusReply>(v)?), true),
-        CliCommand::Peers { .. } => (render::peers(&decode::<PeersReply>(v)?), true),
+        CliCommand::Peers { address } => (
+            render::peers_with(&decode::<PeersReply>(v)?, address.is_some()),
+            true,
+        ),
+        CliCommand::Routes { count: true, .. } => {
+            (render::routes_count(&decode::<RoutesCountReply>(v)?), true)
+        }
         CliCommand::Routes { .. } => (render::routes(&decode::<RoutesReply>(v)?), true),
         CliCommand::Fib => {
             let r: FibReply = decode(v)?;

@@ -32,6 +32,16 @@ pub enum Request {
         /// Adj-RIB-Out of `peer` instead of the Loc-RIB.
         #[serde(default)]
         advertised: bool,
+        /// Every path of each prefix, each with why it won or lost (`paths` of each
+        /// [`RouteInfo`]).
+        #[serde(default)]
+        all: bool,
+        /// Totals per family and per peer ([`RoutesCountReply`]) instead of routes.
+        #[serde(default)]
+        count: bool,
+        /// Only this family: `ipv4` or `ipv6`.
+        #[serde(default)]
+        family: Option<String>,
     },
     /// What tern installed and how it differs from the kernel.
     Fib,
@@ -156,6 +166,65 @@ pub struct PeerInfo {
     /// from it, since the peer was configured.
     #[serde(default)]
     pub policy_filtered_out: u64,
+    /// Messages received since the peer was configured, by type.
+    #[serde(default)]
+    pub messages_received: MessageCounts,
+    /// Messages sent since the peer was configured, by type.
+    #[serde(default)]
+    pub messages_sent: MessageCounts,
+    /// Negotiated hold time in seconds, while Established.
+    #[serde(default)]
+    pub hold_time: Option<u16>,
+    /// Negotiated keepalive interval in seconds, while Established.
+    #[serde(default)]
+    pub keepalive: Option<u16>,
+    /// The peer's BGP identifier, while Established.
+    #[serde(default)]
+    pub remote_router_id: Option<String>,
+    /// Our end of the session's TCP connection (address), while Established.
+    #[serde(default)]
+    pub local_address: Option<String>,
+    /// The last NOTIFICATION the peer sent us (`Code / Subcode`, then any text).
+    #[serde(default)]
+    pub last_notification_received: Option<String>,
+    /// The last NOTIFICATION we sent the peer.
+    #[serde(default)]
+    pub last_notification_sent: Option<String>,
+    /// Graceful restart: the peer's capability as negotiated (restart time and the
+    /// families whose forwarding it keeps), `None` when it sent none.
+    #[serde(default)]
+    pub graceful_restart: Option<String>,
+    /// A TCP-MD5 password is configured.
+    #[serde(default)]
+    pub md5: bool,
+    /// GTSM (RFC 5082) is on, with this many hops at most.
+    #[serde(default)]
+    pub gtsm_hops: Option<u8>,
+    /// BGPFilters applied to the session, in order.
+    #[serde(default)]
+    pub filters: Vec<String>,
+}
+
+/// Messages of one direction, by type (`tern peers ADDR`, `tern status -o wide`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageCounts {
+    /// OPEN.
+    pub open: u64,
+    /// UPDATE (End-of-RIB markers included).
+    pub update: u64,
+    /// NOTIFICATION.
+    pub notification: u64,
+    /// KEEPALIVE.
+    pub keepalive: u64,
+    /// ROUTE-REFRESH.
+    pub route_refresh: u64,
+}
+
+impl MessageCounts {
+    /// Every message.
+    pub fn total(&self) -> u64 {
+        self.open + self.update + self.notification + self.keepalive + self.route_refresh
+    }
 }
 
 /// `tern peers`.
@@ -199,6 +268,61 @@ pub struct RouteInfo {
     pub ecmp: bool,
     /// tern installed it in the kernel.
     pub installed: bool,
+    /// With `--all`: every path, the best first, each with why it won or lost.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<RoutePath>,
+}
+
+/// One path of a prefix (`tern routes --all`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoutePath {
+    /// Its attributes, next hop and source.
+    #[serde(flatten)]
+    pub path: PathInfo,
+    /// It is the best path.
+    pub best: bool,
+    /// It shares traffic with the best (ECMP), the best included.
+    pub multipath: bool,
+    /// Kept from before its peer restarted (graceful restart), not yet refreshed.
+    pub stale: bool,
+    /// The decision step that settled it (`local-pref`, `as-path-length`, `origin`,
+    /// `med`, `external-over-internal`, `igp-cost`, `router-id`,
+    /// `cluster-list-length`, `peer-address`, `path-id`, `equal`): for the best path
+    /// the step that beat the runner-up, for another the step by which the best beat it.
+    pub reason: String,
+}
+
+/// Paths and best paths of one family (`tern routes --count`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FamilyCount {
+    /// `ipv4` or `ipv6`.
+    pub family: String,
+    /// Prefixes in the Loc-RIB.
+    pub prefixes: u64,
+    /// Paths held (every peer's, and our own).
+    pub paths: u64,
+}
+
+/// Paths from one peer in one family (`tern routes --count`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerCount {
+    /// Peer address, or `local` for the node's own routes.
+    pub peer: String,
+    /// `ipv4` or `ipv6`.
+    pub family: String,
+    /// Paths held from it (after the import checks and policy).
+    pub paths: u64,
+    /// How many of them are the best path of their prefix.
+    pub best: u64,
+}
+
+/// `tern routes --count`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutesCountReply {
+    /// One row per family.
+    pub families: Vec<FamilyCount>,
+    /// One row per peer and family with paths, by peer.
+    pub peers: Vec<PeerCount>,
 }
 
 /// `tern routes`.

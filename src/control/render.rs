@@ -9,12 +9,18 @@ use std::time::SystemTime;
 use comfy_table::{Cell, Table};
 
 use super::proto::{
-    DiagnoseReply, FibReply, FibRoute, HealthReply, PeerInfo, PeersReply, ReloadReply, RoutesReply,
-    StatusReply,
+    DiagnoseReply, FibReply, FibRoute, HealthReply, PathInfo, PeerInfo, PeersReply, ReloadReply,
+    RoutesCountReply, RoutesReply, StatusReply,
 };
 
+mod session;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_more;
+
+use session::peer_detail;
+pub use session::status_wide;
 
 /// calicoctl's look: `+---+` borders, a rule under the header, no rules between rows.
 const CALICO_STYLE: &str = "||--+-++|    ++++++";
@@ -143,6 +149,11 @@ fn status_at(r: &StatusReply, now: SystemTime) -> String {
 
 /// `tern peers`: one block per peer.
 pub fn peers(r: &PeersReply) -> String {
+    peers_with(r, false)
+}
+
+/// `tern peers`, with the session details when `detail` (`tern peers ADDR`).
+pub fn peers_with(r: &PeersReply, detail: bool) -> String {
     if r.peers.is_empty() {
         return "No peers configured.\n".into();
     }
@@ -193,15 +204,134 @@ pub fn peers(r: &PeersReply) -> String {
         if let Some(e) = &p.last_error {
             let _ = writeln!(out, "  last error    {e}");
         }
+        if detail {
+            peer_detail(&mut out, p);
+        }
         blocks.push(out);
     }
     blocks.join("\n")
 }
 
-/// `tern routes`.
+/// A path's source as the SOURCE column shows it.
+fn source_cell(b: &PathInfo) -> String {
+    if b.source == "bgp" {
+        format!("bgp {}", b.peer)
+    } else {
+        b.source.clone()
+    }
+}
+
+/// Standard then large communities, space-separated.
+fn communities_cell(b: &PathInfo) -> String {
+    let comms: Vec<&str> = b
+        .communities
+        .iter()
+        .chain(&b.large_communities)
+        .map(String::as_str)
+        .collect();
+    or_dash(comms.join(" "))
+}
+
+/// `tern routes --all`: one row per path, the prefix on its first, with the
+/// decision step that made the best win (on the best) or made a path lose.
+fn routes_all(r: &RoutesReply) -> String {
+    let mut rows = Vec::new();
+    for route in &r.routes {
+        for (i, p) in route.paths.iter().enumerate() {
+            let mut flags = Vec::new();
+            if p.best {
+                flags.push("best");
+            }
+            if p.multipath && route.ecmp {
+                flags.push("ecmp");
+            }
+            if p.best && route.installed {
+                flags.push("installed");
+            }
+            if p.stale {
+                flags.push("stale");
+            }
+            let reason = if p.best {
+                format!("won: {}", p.reason)
+            } else {
+                format!("lost: {}", p.reason)
+            };
+            rows.push(vec![
+                if i == 0 {
+                    route.prefix.clone()
+                } else {
+                    String::new()
+                },
+                or_dash(p.path.next_hops.join(" ")),
+                or_dash(p.path.as_path.clone()),
+                p.path
+                    .local_pref
+                    .map_or_else(|| "-".to_string(), |l| l.to_string()),
+                communities_cell(&p.path),
+                source_cell(&p.path),
+                or_dash(flags.join(",")),
+                reason,
+            ]);
+        }
+    }
+    let header = [
+        "PREFIX",
+        "NEXT HOP",
+        "AS PATH",
+        "LOCAL PREF",
+        "COMMUNITIES",
+        "SOURCE",
+        "FLAGS",
+        "REASON",
+    ];
+    format!("{}\n", table(&header, rows))
+}
+
+/// `tern routes --count`.
+pub fn routes_count(r: &RoutesCountReply) -> String {
+    let fams = r
+        .families
+        .iter()
+        .map(|f| {
+            vec![
+                f.family.clone(),
+                f.prefixes.to_string(),
+                f.paths.to_string(),
+            ]
+        })
+        .collect();
+    let mut out = format!("{}\n", table(&["FAMILY", "PREFIXES", "PATHS"], fams));
+    if r.peers.is_empty() {
+        out.push_str("No paths.\n");
+        return out;
+    }
+    let peers = r
+        .peers
+        .iter()
+        .map(|p| {
+            vec![
+                p.peer.clone(),
+                p.family.clone(),
+                p.paths.to_string(),
+                p.best.to_string(),
+            ]
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "{}",
+        table(&["PEER", "FAMILY", "PATHS", "BEST"], peers)
+    );
+    out
+}
+
+/// `tern routes` (and `--all`, when the answer carries every path).
 pub fn routes(r: &RoutesReply) -> String {
     if r.routes.is_empty() {
         return "No routes.\n".into();
+    }
+    if r.routes.iter().any(|x| !x.paths.is_empty()) {
+        return routes_all(r);
     }
     let mut rows = Vec::new();
     for route in &r.routes {
@@ -213,22 +343,12 @@ pub fn routes(r: &RoutesReply) -> String {
         if route.installed {
             flags.push("installed");
         }
-        let comms: Vec<&str> = b
-            .communities
-            .iter()
-            .chain(&b.large_communities)
-            .map(String::as_str)
-            .collect();
         rows.push(vec![
             route.prefix.clone(),
             or_dash(b.next_hops.join(" ")),
             or_dash(b.as_path.clone()),
-            or_dash(comms.join(" ")),
-            if b.source == "bgp" {
-                format!("bgp {}", b.peer)
-            } else {
-                b.source.clone()
-            },
+            communities_cell(b),
+            source_cell(b),
             flags.join(","),
         ]);
     }

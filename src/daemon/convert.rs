@@ -290,6 +290,7 @@ pub fn route_info(
         ),
         ecmp: best.multipath.len() > 1,
         installed,
+        paths: Vec::new(),
     }
 }
 

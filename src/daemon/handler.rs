@@ -2,7 +2,7 @@
 //! the FIB task for what they own. Every question to another task has a timeout, so a
 //! busy speaker makes `tern routes` slow, never the daemon stuck.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -16,17 +16,27 @@ use tern_bgp::speaker::{PeerStats, SpeakerCommand};
 use tern_fib::diag::{AnnouncedNextHop, EbgpFacts, PeerFacts};
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::convert::route_info;
 use super::fib_task::FibMsg;
 use super::state::State;
 use crate::birdsock::{BirdPeer, BirdView};
 use crate::control::proto::{
-    DaemonInfo, DiagnoseReply, HealthReply, PeersReply, ReloadReply, Request, RoutesReply,
-    StatusReply,
+    DaemonInfo, DiagnoseReply, HealthReply, MessageCounts, PeersReply, ReloadReply, Request,
+    RoutesReply, StatusReply,
 };
 use crate::control::server::Handler;
 
+mod routes;
+
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What `tern routes` asked for (Loc-RIB view).
+struct RoutesQuery<'a> {
+    prefix: Option<&'a str>,
+    peer: Option<&'a str>,
+    family: Option<&'a str>,
+    all: bool,
+    count: bool,
+}
 
 /// The daemon's request handler.
 pub struct DaemonHandler {
@@ -132,6 +142,7 @@ impl DaemonHandler {
                 p.updates_out = st.updates_out;
                 p.policy_rejected_in = st.rejected_import;
                 p.policy_filtered_out = st.filtered_export;
+                session_facts(p, st);
             }
         }
         if let Some(a) = only {
@@ -152,12 +163,29 @@ impl DaemonHandler {
                 prefix,
                 peer,
                 advertised: true,
-            } => self.advertised(prefix.as_deref(), peer.as_deref()).await,
+                family,
+                ..
+            } => {
+                self.advertised(prefix.as_deref(), peer.as_deref(), family.as_deref())
+                    .await
+            }
             Request::Routes {
                 prefix,
                 peer,
                 advertised: false,
-            } => self.routes(prefix.as_deref(), peer.as_deref()).await,
+                all,
+                count,
+                family,
+            } => {
+                self.routes(RoutesQuery {
+                    prefix: prefix.as_deref(),
+                    peer: peer.as_deref(),
+                    family: family.as_deref(),
+                    all,
+                    count,
+                })
+                .await
+            }
             Request::Fib => self.fib_report().await,
             Request::Diagnose => self.diagnose().await,
             Request::Health => self.health(),
@@ -181,7 +209,13 @@ impl DaemonHandler {
     }
 
     /// `tern routes --advertised --peer ADDR [PREFIX]`: the peer's Adj-RIB-Out.
-    async fn advertised(&self, prefix: Option<&str>, peer: Option<&str>) -> Result<Value, String> {
+    async fn advertised(
+        &self,
+        prefix: Option<&str>,
+        peer: Option<&str>,
+        family: Option<&str>,
+    ) -> Result<Value, String> {
+        let v6 = family.map(routes::parse_family).transpose()?;
         let Some(peer) = peer else {
             return Err("--advertised needs --peer ADDR: whose Adj-RIB-Out to show".into());
         };
@@ -197,43 +231,62 @@ impl DaemonHandler {
         let routes = sent
             .into_iter()
             .filter(|(p, _)| prefix.is_none_or(|w| p.to_string() == w))
+            .filter(|(p, _)| v6.is_none_or(|v6| matches!(p, IpNet::V6(_)) == v6))
             .map(|(p, e)| advertised_info(p, &e, addr))
             .collect();
         json(&RoutesReply { routes })
     }
 
-    /// `tern routes [PREFIX|ADDR] [--peer ADDR]`: the Loc-RIB, with what the FIB task
-    /// installed.
-    async fn routes(&self, prefix: Option<&str>, peer: Option<&str>) -> Result<Value, String> {
-        let want_prefix = prefix.map(parse_prefix_or_address).transpose()?;
-        let want_peer = peer.map(parse_address).transpose()?;
+    /// `tern routes [PREFIX|ADDR] [--peer ADDR] [--family F] [--all]`: the Loc-RIB,
+    /// with what the FIB task installed and, with `--all`, every path.
+    async fn routes(&self, q: RoutesQuery<'_>) -> Result<Value, String> {
+        let filter = routes::Filter {
+            prefix: q.prefix.map(parse_prefix_or_address).transpose()?,
+            peer: q.peer.map(parse_address).transpose()?,
+            v6: q.family.map(routes::parse_family).transpose()?,
+        };
         let rib = self.loc_rib().await?;
+        let paths = if q.all || q.count {
+            self.all_paths().await?
+        } else {
+            Vec::new()
+        };
+        if q.count {
+            return json(&routes::count(&rib, &paths, filter.v6));
+        }
         let (tx, rx) = oneshot::channel();
-        let installed: Vec<IpNet> = match self.fib.send(FibMsg::Installed(tx)).await {
-            Ok(()) => ask("FIB task", rx).await.unwrap_or_default(),
-            Err(_) => Vec::new(),
+        let installed: HashSet<IpNet> = match self.fib.send(FibMsg::Installed(tx)).await {
+            Ok(()) => ask("FIB task", rx)
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+            Err(_) => HashSet::new(),
         };
         let (intent, kernel_learned) = {
             let s = self.lock()?;
             (s.intent.clone(), s.kernel_originated.clone())
         };
-        let mut routes = Vec::new();
-        for (p, b) in &rib {
-            if want_prefix.is_some_and(|w| !prefix_hit(&rib, p, w)) {
-                continue;
-            }
-            if let Some(a) = want_peer {
-                if b.best.source.address != a || b.best.source.local {
-                    continue;
-                }
-            }
-            let mut info = route_info(*p, b, intent.as_ref(), installed.contains(p));
-            if b.best.source.local && kernel_learned.contains(p) {
-                info.best.source = "kernel".into();
-            }
-            routes.push(info);
+        let cx = routes::Context {
+            intent: intent.as_ref(),
+            kernel_learned: &kernel_learned,
+            installed: &installed,
+        };
+        let mut rows = routes::rows(&rib, filter, &cx);
+        if q.all {
+            routes::add_paths(&mut rows, &rib, &paths, &cx);
         }
-        json(&RoutesReply { routes })
+        json(&RoutesReply { routes: rows })
+    }
+
+    /// Every path of every prefix, from the speaker.
+    async fn all_paths(&self) -> Result<Vec<(IpNet, Vec<Arc<tern_bgp::rib::Path>>)>, String> {
+        let (tx, rx) = oneshot::channel();
+        self.speaker()?
+            .send(SpeakerCommand::Paths(tx))
+            .await
+            .map_err(|_| "the BGP speaker has stopped".to_string())?;
+        ask("BGP speaker", rx).await
     }
 
     /// `tern fib`: the FIB task's report.
@@ -357,6 +410,46 @@ impl DaemonHandler {
     }
 }
 
+/// What the speaker knows of a peer's session beyond the counters: messages by type,
+/// the last NOTIFICATION each way, and (while Established) the negotiated timers, the
+/// peer's router id, our address and the peer's graceful-restart capability.
+fn session_facts(p: &mut crate::control::proto::PeerInfo, st: &PeerStats) {
+    let counts = |m: &tern_bgp::fsm::counts::MessageCounts| MessageCounts {
+        open: m.open,
+        update: m.update,
+        notification: m.notification,
+        keepalive: m.keepalive,
+        route_refresh: m.route_refresh,
+    };
+    p.messages_received = counts(&st.messages.0);
+    p.messages_sent = counts(&st.messages.1);
+    p.last_notification_received = st.last_notification_in.clone();
+    p.last_notification_sent = st.last_notification_out.clone();
+    let Some(n) = &st.negotiated else { return };
+    p.hold_time = Some(n.hold_time);
+    p.keepalive = Some(n.keepalive);
+    p.remote_router_id = Some(n.peer_id.to_string());
+    p.local_address = n.local_address.map(|a| a.to_string());
+    p.graceful_restart = n.peer_graceful_restart.as_ref().map(|g| {
+        let kept: Vec<String> = g
+            .families
+            .iter()
+            .filter(|f| f.forwarding_preserved)
+            .map(|f| f.family.to_string())
+            .collect();
+        format!(
+            "peer restart time {}s{}, forwarding preserved for {}",
+            g.restart_time,
+            if g.restart_state { " (restarting)" } else { "" },
+            if kept.is_empty() {
+                "no family".to_string()
+            } else {
+                kept.join(", ")
+            }
+        )
+    });
+}
+
 /// An address the user typed.
 fn parse_address(text: &str) -> Result<IpAddr, String> {
     text.parse()
@@ -374,16 +467,6 @@ fn parse_prefix_or_address(text: &str) -> Result<IpNet, String> {
     }
 }
 
-/// Whether the Loc-RIB's `p` is what `want` asks for: an exact prefix, or (for an
-/// address with no route of its own) every route covering it.
-fn prefix_hit(rib: &[(IpNet, Best)], p: &IpNet, want: IpNet) -> bool {
-    if want.prefix_len() == want.max_prefix_len() && !rib.iter().any(|(q, _)| *q == want) {
-        p.contains(&want.addr())
-    } else {
-        *p == want
-    }
-}
-
 /// One Adj-RIB-Out entry as a `tern routes --advertised` row.
 fn advertised_info(prefix: IpNet, e: &Exported, peer: IpAddr) -> crate::control::proto::RouteInfo {
     crate::control::proto::RouteInfo {
@@ -396,6 +479,7 @@ fn advertised_info(prefix: IpNet, e: &Exported, peer: IpAddr) -> crate::control:
         ),
         ecmp: false,
         installed: false,
+        paths: Vec::new(),
     }
 }
 

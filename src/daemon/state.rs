@@ -257,6 +257,10 @@ impl State {
                     updates_out: 0,
                     policy_rejected_in: 0,
                     policy_filtered_out: 0,
+                    md5: p.intent.password.is_some(),
+                    gtsm_hops: p.intent.ttl_security,
+                    filters: p.intent.filters.iter().map(|f| f.name.clone()).collect(),
+                    ..Default::default()
                 }
             })
             .collect()

@@ -244,6 +244,7 @@ fn routes_table_has_flags_and_sources() {
         },
         ecmp: true,
         installed: true,
+        paths: Vec::new(),
     };
     let own = RouteInfo {
         prefix: "198.18.4.0/26".into(),
@@ -255,6 +256,7 @@ fn routes_table_has_flags_and_sources() {
         },
         ecmp: false,
         installed: false,
+        paths: Vec::new(),
     };
     let got = routes(&RoutesReply {
         routes: vec![own, learned],
