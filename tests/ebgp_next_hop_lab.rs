@@ -285,9 +285,15 @@ fn ebgp_next_hop_unreachable_appears_and_clears_when_the_session_moves_to_the_to
                 && evidence.contains("203.0.113.0/24 on eth1")
         })
     };
+    let since_up = std::time::Instant::now();
     if wait_for("the finding", Duration::from_secs(30), appeared).is_err() {
         lab.fail("no ebgp-next-hop-unreachable finding naming the node IP and eth1");
     }
+    println!(
+        "[lab timing] ebgp_next_hop_lab: {KIND} appeared {:.1} s after the session from the node IP was up: {:?}",
+        since_up.elapsed().as_secs_f64(),
+        lab.findings()
+    );
     let appear_line = format!("finding {KIND} for {SUBJECT}: ");
     if wait_for("its log line", Duration::from_secs(10), || {
         lab.log().contains(&appear_line)
@@ -322,9 +328,14 @@ fn ebgp_next_hop_unreachable_appears_and_clears_when_the_session_moves_to_the_to
                 .contains(&format!("finding {KIND} for {SUBJECT} cleared"))
             && lab.tor_route().contains("via 203.0.113.2")
     };
+    let reloaded = std::time::Instant::now();
     if wait_for("the finding to clear", Duration::from_secs(40), fixed).is_err() {
         lab.fail("the finding did not clear after sourceAddress: None");
     }
+    println!(
+        "[lab timing] ebgp_next_hop_lab: {KIND} cleared {:.1} s after tern reload (sourceAddress: None), the ToR's route via tern's eth1 address",
+        reloaded.elapsed().as_secs_f64()
+    );
     if lab.metric().as_deref() != Some("0") {
         lab.fail(&format!(
             "tern_diagnostic_findings for {KIND} is not back to 0: {:?}",
