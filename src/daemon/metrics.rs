@@ -8,6 +8,8 @@
 //! Kubernetes client) parses heads, keep-alive and timeouts as HTTP/1.1 says, so each
 //! path here is only what it answers. What the numbers are is in [`render`].
 
+#[cfg(test)]
+mod cost_tests;
 mod process;
 mod render;
 #[cfg(test)]
