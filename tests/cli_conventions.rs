@@ -37,7 +37,10 @@ fn check_config_json_and_yaml_carry_the_same_document() {
     let peer = &v["intent"]["peers"][0];
     assert_eq!(peer["address"], "198.51.100.1");
     assert_eq!(peer["password"], true, "{peer}");
-    assert!(out.find("\"x\"").is_none(), "the password's value must not show: {out}");
+    assert!(
+        out.find("\"x\"").is_none(),
+        "the password's value must not show: {out}"
+    );
     assert_eq!(v["intent"]["originated"][0]["prefix"], "198.18.4.0/26");
 
     // -o before the command, as YAML: the same document.
@@ -60,7 +63,13 @@ fn check_config_refuses_an_unreadable_password_source() {
     assert_eq!(code, 1, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(v["ok"], false);
-    assert!(v["errors"][0].as_str().unwrap().contains("TERN_TOR_PASSWORD"), "{v}");
+    assert!(
+        v["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("TERN_TOR_PASSWORD"),
+        "{v}"
+    );
 }
 
 #[test]
