@@ -110,16 +110,13 @@ pub(crate) fn add_paths(
     paths: &[(IpNet, Vec<Arc<Path>>)],
     cx: &Context<'_>,
 ) {
-    let best: HashMap<String, &Best> = rib.iter().map(|(p, b)| (p.to_string(), b)).collect();
-    let all: HashMap<String, &[Arc<Path>]> = paths
-        .iter()
-        .map(|(p, v)| (p.to_string(), v.as_slice()))
-        .collect();
+    let best: HashMap<&IpNet, &Best> = rib.iter().map(|(p, b)| (p, b)).collect();
+    let all: HashMap<&IpNet, &[Arc<Path>]> = paths.iter().map(|(p, v)| (p, v.as_slice())).collect();
     for row in rows {
-        let (Some(b), Some(held)) = (best.get(&row.prefix), all.get(&row.prefix)) else {
+        let Ok(prefix) = row.prefix.parse::<IpNet>() else {
             continue;
         };
-        let Ok(prefix) = row.prefix.parse::<IpNet>() else {
+        let (Some(b), Some(held)) = (best.get(&prefix), all.get(&prefix)) else {
             continue;
         };
         let mut others: Vec<&Arc<Path>> = held
