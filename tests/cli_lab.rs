@@ -263,3 +263,99 @@ fn routes_all_count_status_wide_and_peer_details_against_bird() {
     let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
     assert!(from_yaml["families"].is_array(), "{yaml}");
 }
+
+/// `tern routes` on a 100,000-route node, end to end (the CLI's process, the daemon's
+/// answer, the decoding and the table): one simulated eBGP peer (the benchmark's
+/// injector) announces 100,000 host routes. A measurement, printed; run it with
+/// `cargo test --release -p tern --test cli_lab -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: run with --release --ignored --nocapture"]
+fn routes_on_a_100k_route_node() {
+    use std::net::Ipv4Addr;
+    use std::time::Instant;
+    use tern_interop::bench::inject::{FeedPeer, Injector, Phase};
+
+    if let Err(reason) = tern_interop::lab_available() {
+        tern_interop::skip_or_fail("cli_lab", &reason);
+        return;
+    }
+    const N: u32 = 100_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let (_sw, nodes) = lan(
+        "tcm-sw",
+        &[
+            ("tcm-a", "198.51.100.10/24"),
+            ("tcm-tor", "198.51.100.1/24"),
+        ],
+    )
+    .unwrap();
+    let [a, tor] = &nodes[..] else {
+        panic!("two namespaces")
+    };
+    let table: Vec<ipnet::IpNet> = (0..N)
+        .map(|i| ipnet::IpNet::new(Ipv4Addr::from(0xC612_0000 + i).into(), 32).unwrap())
+        .collect();
+    let feed = FeedPeer::build(
+        "198.51.100.1".parse().unwrap(),
+        Ipv4Addr::new(198, 51, 100, 1),
+        65001,
+        true,
+        &table,
+        0,
+    )
+    .unwrap();
+    let mut injector = Injector::start(tor, vec![feed]).unwrap();
+    let cluster = tmp.path().join("cluster.yaml");
+    // tor-2 is not there: its session just stays down.
+    std::fs::write(&cluster, CLUSTER).unwrap();
+    let tern = Tern {
+        socket: tmp.path().join("tern.sock"),
+        log: tmp.path().join("tern.log"),
+    };
+    std::fs::write(
+        tmp.path().join("tern.yaml"),
+        format!(
+            "node: node-a\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nlog: info\n",
+            cluster.display(),
+            tern.socket.display()
+        ),
+    )
+    .unwrap();
+    let mut run = a.command(TERN);
+    run.args(["run", "--config"])
+        .arg(tmp.path().join("tern.yaml"));
+    let _daemon = Daemon::spawn(a.name(), run, &tern.log).unwrap_or_else(|e| panic!("{e}"));
+    wait_for("the injector's session", Duration::from_secs(60), || {
+        injector.established() == 1
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", tern.log()));
+    injector.set_phase(Phase::Full);
+    wait_for(
+        "100,000 routes in the Loc-RIB",
+        Duration::from_secs(300),
+        || {
+            let (code, out) = tern.cli(&["routes", "--count", "-o", "json"]);
+            code == 0
+                && serde_json::from_str::<serde_json::Value>(&out)
+                    .is_ok_and(|v| v["families"][0]["prefixes"].as_u64() > Some(u64::from(N)))
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", tern.log()));
+    let timed = |args: &[&str]| {
+        let t = Instant::now();
+        let (code, out) = tern.cli(args);
+        let took = t.elapsed();
+        assert_eq!(code, 0, "{args:?}: {}", out.get(..400).unwrap_or(&out));
+        (took, out.len())
+    };
+    for args in [
+        &["routes"][..],
+        &["routes", "-o", "json"],
+        &["routes", "--count"],
+        &["routes", "--all"],
+        &["routes", "198.18.1.1"],
+    ] {
+        let (took, bytes) = timed(args);
+        eprintln!("tern {}: {took:?}, {} KB", args.join(" "), bytes / 1024);
+    }
+}

@@ -248,3 +248,30 @@ fn routes_count_has_a_family_and_a_peer_table() {
     let empty = routes_count(&RoutesCountReply::default());
     assert!(empty.contains("No paths."), "{empty}");
 }
+
+#[test]
+fn the_long_table_looks_like_comfy_tables() {
+    let header = ["PREFIX", "NEXT HOP(S)", "AS PATH", "FLAGS"];
+    let rows = vec![
+        vec![
+            "198.18.4.0/26".to_string(),
+            "-".to_string(),
+            "".to_string(),
+            "best".to_string(),
+        ],
+        vec![
+            "2001:db8:4000::40/122".to_string(),
+            "198.51.100.11 198.51.100.12".to_string(),
+            "64513 64514 {64515,64516}".to_string(),
+            "best,ecmp,installed".to_string(),
+        ],
+    ];
+    assert_eq!(
+        long_table(&header, &rows),
+        table(&header, rows.clone()).to_string()
+    );
+    assert_eq!(
+        long_table(&["A", "BB"], &[]),
+        table(&["A", "BB"], Vec::new()).to_string()
+    );
+}
