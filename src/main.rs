@@ -29,12 +29,15 @@ mod man;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// The control socket (default: $TERN_SOCKET, else /run/tern/tern.sock; on
-    /// Windows \\.\pipe\tern). Before or after the command.
+    /// The control socket, before or after the command.
+    ///
+    /// Default: $TERN_SOCKET, else /run/tern/tern.sock; on Windows \\.\pipe\tern.
     #[arg(long, global = true)]
     socket: Option<std::path::PathBuf>,
-    /// Output format, before or after the command: text for people, wide (text with
-    /// more columns), json or yaml for scripts (stable field names, see docs/json.md).
+    /// Output format (text, wide, json, yaml), before or after the command.
+    ///
+    /// text for people, wide (text with more columns), json or yaml for scripts
+    /// (stable field names, see docs/json.md).
     #[arg(long, short, global = true, value_enum, default_value = "text")]
     output: OutputFormat,
 }
@@ -43,24 +46,35 @@ struct Cli {
 enum Command {
     /// Print BGP messages from a capture (pcap/pcapng), hex text or a raw byte stream.
     Decode(DecodeArgs),
-    /// Run the daemon in the foreground (systemd Type=notify; SIGHUP re-reads the
-    /// datastore, SIGTERM stops and leaves the kernel routes in place).
+    /// Run the daemon in the foreground.
+    ///
+    /// systemd Type=notify; SIGHUP re-reads the datastore, SIGTERM stops and leaves
+    /// the kernel routes in place.
     Run {
         /// The daemon's file.
         #[arg(long, short, default_value = "/etc/tern/tern.yaml")]
         config: std::path::PathBuf,
     },
-    /// The daemon, its router id and AS, and one table of peers per family (like
-    /// `calicoctl node status`).
-    /// `-o wide` adds vtysh's columns (PfxRcd, PfxSnt, MsgRcvd, MsgSent, Up/Down).
+    /// The daemon and one table of peers per family, like `calicoctl node status`.
+    ///
+    /// The daemon's node, router id, AS and uptime, then one table of peers per
+    /// family. `-o wide` adds vtysh's columns (AS, Up/Down, PfxRcd, PfxSnt, MsgRcvd,
+    /// MsgSent).
     Status,
-    /// Per peer: state, uptime, capabilities, prefix counts, last error; with ADDR
-    /// also the negotiated timers, router id, TCP endpoints, MD5/GTSM, filters.
+    /// Per peer: state, uptime, capabilities, prefix counts, last error.
+    ///
+    /// With ADDR, that peer in detail: also the negotiated hold time and keepalive,
+    /// the remote router id, the TCP endpoints, messages by type each way, the last
+    /// NOTIFICATION each way, graceful restart, TCP-MD5 and GTSM, the BGPFilters.
     Peers {
         /// Only this peer, in detail.
         address: Option<String>,
     },
-    /// The Loc-RIB: prefix, next hops, AS path, communities, source, flags.
+    /// The Loc-RIB; --all every path and why it won or lost, --count totals.
+    ///
+    /// Prefix, next hops, AS path, communities, source and flags per route;
+    /// `--all` lists every path with the decision step it won or lost by,
+    /// `--count` the prefixes and paths per family and per peer.
     Routes {
         /// Only this prefix, or the routes covering this address.
         prefix: Option<String>,
@@ -100,8 +114,11 @@ enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
-    /// Validate tern.yaml and the cluster's resources without running, and show this
-    /// node's peers and originated prefixes. Exit code 1 when anything is invalid.
+    /// Validate tern.yaml and the cluster's resources without running.
+    ///
+    /// Also reads each peer's password source (an unreadable one is an error, as the
+    /// daemon refuses that peer), and shows this node's peers and originated
+    /// prefixes. Exit code 1 when anything is invalid.
     CheckConfig {
         /// The daemon's file.
         #[arg(long, short, default_value = "/etc/tern/tern.yaml")]
@@ -113,8 +130,10 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page tern(8) (roff) on standard output, or with --dir write it
-    /// and one page per command (tern-run(8), ...) into a directory.
+    /// Print the manual page tern(8), or write every page into a directory.
+    ///
+    /// tern(8) in roff on standard output; with --dir, tern.8 and one page per
+    /// command (tern-run(8), ...) written there.
     Man {
         /// Write tern.8 and tern-COMMAND.8 here instead.
         #[arg(long)]
