@@ -88,7 +88,7 @@ enum Command {
         #[arg(long, conflicts_with = "count")]
         all: bool,
         /// Totals per family and per peer instead of routes.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["prefix", "peer"])]
         count: bool,
         /// Only this address family.
         #[arg(long, value_parser = ["ipv4", "ipv6"])]
