@@ -275,3 +275,58 @@ fn the_long_table_looks_like_comfy_tables() {
         table(&["A", "BB"], Vec::new()).to_string()
     );
 }
+
+/// The JSON names docs/json.md promises for the new fields (a rename breaks scripts).
+#[test]
+fn json_names_of_the_new_fields() {
+    let v = serde_json::to_value(up_peer()).unwrap();
+    for key in [
+        "messages_received",
+        "messages_sent",
+        "hold_time",
+        "keepalive",
+        "remote_router_id",
+        "local_address",
+        "last_notification_received",
+        "last_notification_sent",
+        "graceful_restart",
+        "md5",
+        "gtsm_hops",
+        "filters",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing: {v}");
+    }
+    for key in [
+        "open",
+        "update",
+        "notification",
+        "keepalive",
+        "route_refresh",
+    ] {
+        assert!(v["messages_sent"].get(key).is_some(), "{key} missing: {v}");
+    }
+    // An older daemon's answer (without them) still decodes.
+    let old: PeerInfo = serde_json::from_value(serde_json::json!({
+        "address": "198.51.100.1", "port": 179, "asn": 1, "local_asn": 2, "type": "global",
+        "state": "Idle", "since": "", "uptime_s": 0, "families": [], "capabilities": [],
+        "prefixes_received": 0, "prefixes_accepted": 0, "prefixes_advertised": 0,
+        "last_error": null
+    }))
+    .unwrap();
+    assert_eq!(old.messages_received.total(), 0);
+    let count = serde_json::to_value(RoutesCountReply {
+        families: vec![FamilyCount::default()],
+        peers: vec![PeerCount::default()],
+    })
+    .unwrap();
+    assert_eq!(
+        count,
+        serde_json::json!({
+            "families": [{"family": "", "prefixes": 0, "paths": 0}],
+            "peers": [{"peer": "", "family": "", "paths": 0, "best": 0}]
+        })
+    );
+    // Without --all a route has no "paths" key at all.
+    let route = serde_json::to_value(RouteInfo::default()).unwrap();
+    assert!(route.get("paths").is_none(), "{route}");
+}
