@@ -36,6 +36,8 @@ use crate::{Fib, Route, RouteChange, RouteFailure};
 /// How often routes the kernel refused are tried again (an interface or an address
 /// may have come back since).
 pub const RETRY: Duration = Duration::from_secs(10);
+/// New refusals logged one by one per batch; the rest are counted in one line.
+const REFUSALS_LOGGED: usize = 10;
 /// Least time between two re-reads of the kernel's routes.
 const RESYNC_GAP: Duration = Duration::from_secs(1);
 
@@ -435,10 +437,28 @@ impl<B: Backend> Task<B> {
     }
 
     /// Records a refusal, logging it once (and again only if the reason changes).
-    fn refused(&mut self, f: RouteFailure) {
-        let (prefix, change, reason) = (f.prefix, f.change, f.reason.clone());
-        if self.refusals.record(f) {
-            tracing::warn!(prefix = %prefix, "the kernel refused to {change} the route: {reason}");
+    /// Records what the kernel refused in one batch. The first few new refusals are
+    /// logged one by one, the rest in one line: a kernel refusing a whole table (a
+    /// gateway off every link) must not cost a formatted log line per route.
+    fn refused(&mut self, failures: Vec<RouteFailure>) {
+        let mut logged = 0;
+        let mut more = 0usize;
+        for f in failures {
+            let shown = (logged < REFUSALS_LOGGED).then(|| (f.prefix, f.change, f.reason.clone()));
+            if self.refusals.record(f) {
+                match shown {
+                    Some((prefix, change, reason)) => {
+                        logged += 1;
+                        tracing::warn!(prefix = %prefix, "the kernel refused to {change} the route: {reason}");
+                    }
+                    None => more += 1,
+                }
+            }
+        }
+        if more > 0 {
+            tracing::warn!(
+                "the kernel refused {more} more routes in this batch (`tern fib` lists them)"
+            );
         }
     }
 
@@ -454,9 +474,7 @@ impl<B: Backend> Task<B> {
         for p in &plan.settled {
             self.refusals.clear(p);
         }
-        for f in plan.refused {
-            self.refused(f);
-        }
+        self.refused(plan.refused);
         self.apply(plan.changes).await;
     }
 
@@ -476,9 +494,7 @@ impl<B: Backend> Task<B> {
             "kernel batch applied"
         );
         let settled = settle(changes, report);
-        for f in settled.refused {
-            self.refused(f);
-        }
+        self.refused(settled.refused);
         for c in settled.done {
             let p = c.prefix();
             let before = self.share(&p);

@@ -4,11 +4,12 @@
 //! [`super::routes::RibFilter`]; the daemon sends it its own blackholes and asks it
 //! for `tern fib`, `tern diagnose` and `tern routes` through [`FibMsg`].
 //!
-//! With the FIB off (`fib: { enabled: false }`) the memory backend still takes the
-//! routes (so convergence and readiness work as usual), but [`fib_off`] answers the
-//! questions about the kernel itself: the FIB is off, nothing is installed, nothing
-//! was refused and there is nothing to diagnose. The memory backend knows no
-//! interfaces, so its own answers would be made-up refusals and layer-2 findings.
+//! With the FIB off (`fib: { enabled: false }`) no FIB task runs: [`fib_off`] answers
+//! the questions about the kernel itself (the FIB is off, nothing is installed,
+//! nothing was refused, nothing to diagnose) and [`routes_off`] only waits for the
+//! speaker's `Converged` to end the grace, so convergence and readiness work as usual.
+//! (A memory backend there knew no interfaces: it refused every route, logged each,
+//! kept them all twice and retried them every 10 s.)
 
 use std::sync::Arc;
 
@@ -58,7 +59,7 @@ pub fn start_fib(
         let (inner, inner_rx) = mpsc::channel(64);
         crx = std::mem::replace(&mut inputs.commands, inner_rx);
         tokio::spawn(fib_off(crx, inner));
-        spawn(tern_fib::memory::MemoryFib::default(), inputs);
+        tokio::spawn(routes_off(inputs));
         return Ok(handle);
     }
     #[cfg(target_os = "linux")]
@@ -121,6 +122,35 @@ async fn fib_off(mut commands: mpsc::Receiver<FibMsg>, inner: mpsc::Sender<FibMs
     }
 }
 
+/// With the FIB off: drains the speaker's news, ending the grace at `Converged`, and
+/// the commands [`fib_off`] passes on (nothing was adopted).
+async fn routes_off(mut inputs: Inputs<RibFilter>) {
+    loop {
+        tokio::select! {
+            news = inputs.routes.recv() => match news {
+                Some(RibNews::Converged) => {
+                    let _ = inputs.grace.send(false);
+                }
+                Some(RibNews::Changes(_)) => {}
+                None => break,
+            },
+            cmd = inputs.commands.recv() => match cmd {
+                Some(FibMsg::Adopted(reply)) => {
+                    let _ = reply.send(0);
+                }
+                Some(_) => {}
+                None => return,
+            },
+        }
+    }
+    // The speaker is gone; answer the daemon until it closes.
+    while let Some(cmd) = inputs.commands.recv().await {
+        if let FibMsg::Adopted(reply) = cmd {
+            let _ = reply.send(0);
+        }
+    }
+}
+
 fn spawn<B: Backend>(backend: B, inputs: Inputs<RibFilter>) {
     tokio::spawn(tern_fib::task::run(backend, inputs));
 }
@@ -179,5 +209,31 @@ mod tests {
         assert!(irx.await.unwrap().is_empty());
         tx.send(FibMsg::Reshape).await.unwrap();
         assert!(matches!(inner_rx.recv().await, Some(FibMsg::Reshape)));
+    }
+
+    /// With the FIB off, routes go nowhere, the grace ends at `Converged`, and nothing
+    /// was adopted.
+    #[tokio::test]
+    async fn the_fib_off_ends_the_grace_at_converged() {
+        let (ctx, crx) = mpsc::channel(8);
+        let (rtx, rrx) = mpsc::channel(8);
+        let (gtx, mut grace) = watch::channel(true);
+        let (_intent_tx, intent) = watch::channel(None);
+        let inputs = Inputs {
+            commands: crx,
+            routes: rrx,
+            filter: RibFilter::new(intent, 254, false),
+            kernel: Arc::new(KernelNews::default()),
+            grace: gtx,
+        };
+        tokio::spawn(routes_off(inputs));
+        rtx.send(RibNews::Changes(Vec::new())).await.unwrap();
+        assert!(*grace.borrow_and_update());
+        rtx.send(RibNews::Converged).await.unwrap();
+        grace.changed().await.unwrap();
+        assert!(!*grace.borrow());
+        let (atx, arx) = oneshot::channel();
+        ctx.send(FibMsg::Adopted(atx)).await.unwrap();
+        assert_eq!(arx.await.unwrap(), 0);
     }
 }

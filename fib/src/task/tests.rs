@@ -258,6 +258,27 @@ async fn a_refused_route_is_retried_after_the_retry_time() {
     assert!(real.elapsed() < RETRY, "the test slept in real time");
 }
 
+/// A kernel refusing a whole batch: every route is recorded as refused (only the
+/// log lines stop after the first few).
+#[tokio::test(start_paused = true)]
+async fn every_route_of_a_refused_batch_is_recorded() {
+    let h = start(Shared::default());
+    let batch: Vec<_> = (0..3 * REFUSALS_LOGGED)
+        .map(|i| {
+            let r = via(&format!("198.18.3.{i}/32"), "198.51.100.2", false);
+            (r.prefix, Some(r))
+        })
+        .collect();
+    h.routes.send(Routes::Want(batch)).await.unwrap();
+    let report = h.report().await;
+    assert_eq!(report.missing.len(), 3 * REFUSALS_LOGGED, "{report:?}");
+    assert_eq!(
+        (report.refused_by_system, report.refused_by_tern),
+        (3 * REFUSALS_LOGGED, 0),
+        "{report:?}"
+    );
+}
+
 /// An interface or address change (the Windows watcher's Resync, a link event on
 /// Linux) retries the refused routes at once, well before the retry timer.
 #[tokio::test(start_paused = true)]
