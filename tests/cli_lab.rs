@@ -341,6 +341,18 @@ fn routes_on_a_100k_route_node() {
         },
     )
     .unwrap_or_else(|e| panic!("{e}\n{}", tern.log()));
+    // And in the kernel: the FIB task's work is done, so it does not share the CPU
+    // with what is measured.
+    wait_for(
+        "100,000 routes in the kernel",
+        Duration::from_secs(300),
+        || {
+            let (_, out) = tern.cli(&["fib", "-o", "json"]);
+            serde_json::from_str::<serde_json::Value>(&out)
+                .is_ok_and(|v| v["installed"].as_array().map_or(0, Vec::len) >= N as usize)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", tern.log()));
     let timed = |args: &[&str]| {
         let t = Instant::now();
         let (code, out) = tern.cli(args);
@@ -355,7 +367,14 @@ fn routes_on_a_100k_route_node() {
         &["routes", "--all"],
         &["routes", "198.18.1.1"],
     ] {
-        let (took, bytes) = timed(args);
-        eprintln!("tern {}: {took:?}, {} KB", args.join(" "), bytes / 1024);
+        // Three runs: the slowest and the fastest.
+        let runs: Vec<(Duration, usize)> = (0..3).map(|_| timed(args)).collect();
+        let slowest = runs.iter().map(|r| r.0).max().unwrap_or_default();
+        let fastest = runs.iter().map(|r| r.0).min().unwrap_or_default();
+        eprintln!(
+            "tern {}: {fastest:?} .. {slowest:?}, {} KB",
+            args.join(" "),
+            runs[0].1 / 1024
+        );
     }
 }

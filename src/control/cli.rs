@@ -15,10 +15,7 @@ use std::process::ExitCode;
 use serde::de::DeserializeOwned;
 
 use super::client::{self, ClientError};
-use super::proto::{
-    DiagnoseReply, FibReply, HealthReply, PeersReply, ReloadReply, Request, RoutesCountReply,
-    RoutesReply, StatusReply,
-};
+use super::proto::{DiagnoseReply, FibReply, HealthReply, ReloadReply, Request};
 use super::render;
 
 /// A command of the CLI (what the user asked, before it becomes a [`Request`]).
@@ -130,40 +127,30 @@ impl CliCommand {
 /// Runs `command` against the daemon at `socket`, prints the answer on stdout (errors
 /// on stderr as `tern: <message>`) and returns the exit code (see the module doc).
 pub fn run(command: CliCommand, socket: &Path, output: Output) -> ExitCode {
-    let value = match client::request(socket, command.request()) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("tern: {e}");
-            return ExitCode::from(match e {
-                ClientError::NotRunning(_) => NOT_RUNNING,
-                ClientError::PermissionDenied(_) => DENIED,
-                ClientError::Daemon(_) | ClientError::Protocol(_) | ClientError::Timeout => FAILED,
-            });
-        }
-    };
-    let judged = match output {
+    let judged = client::request_line(socket, command.request()).and_then(|line| match output {
         Output::Json | Output::Yaml => {
+            let value: serde_json::Value = client::result_of(socket, &line)?;
             // Printed before judging, so a script sees the answer even when the
             // verdict cannot be reached.
-            if let Err(e) = print_document(&value, output) {
-                eprintln!("tern: {e}");
-                return ExitCode::from(FAILED);
-            }
-            judge(&command, &value)
+            print_document(&value, output).map_err(ClientError::Daemon)?;
+            judge(&command, &value).map_err(ClientError::Daemon)
         }
         Output::Text | Output::Wide => {
-            text(&command, &value, output == Output::Wide).map(|(text, good)| {
-                print!("{text}");
-                good
-            })
+            let (text, good) = text(&command, socket, &line, output == Output::Wide)?;
+            print!("{text}");
+            Ok(good)
         }
-    };
+    });
     match judged {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(NEGATIVE),
         Err(e) => {
             eprintln!("tern: {e}");
-            ExitCode::from(FAILED)
+            ExitCode::from(match e {
+                ClientError::NotRunning(_) => NOT_RUNNING,
+                ClientError::PermissionDenied(_) => DENIED,
+                ClientError::Daemon(_) | ClientError::Protocol(_) | ClientError::Timeout => FAILED,
+            })
         }
     }
 }
@@ -187,32 +174,39 @@ fn judge(command: &CliCommand, v: &serde_json::Value) -> Result<bool, String> {
 }
 
 /// The text for people and whether the answer is a positive one.
-fn text(command: &CliCommand, v: &serde_json::Value, wide: bool) -> Result<(String, bool), String> {
+fn text(
+    command: &CliCommand,
+    socket: &Path,
+    line: &str,
+    wide: bool,
+) -> Result<(String, bool), ClientError> {
+    // Decoded straight from the answer line into the reply's type.
+    fn of<T: DeserializeOwned>(socket: &Path, line: &str) -> Result<T, ClientError> {
+        client::result_of(socket, line)
+    }
     Ok(match command {
-        CliCommand::Status if wide => (render::status_wide(&decode::<StatusReply>(v)?), true),
-        CliCommand::Status => (render::status(&decode::<StatusReply>(v)?), true),
+        CliCommand::Status if wide => (render::status_wide(&of(socket, line)?), true),
+        CliCommand::Status => (render::status(&of(socket, line)?), true),
         CliCommand::Peers { address } => (
-            render::peers_with(&decode::<PeersReply>(v)?, address.is_some()),
+            render::peers_with(&of(socket, line)?, address.is_some()),
             true,
         ),
-        CliCommand::Routes { count: true, .. } => {
-            (render::routes_count(&decode::<RoutesCountReply>(v)?), true)
-        }
-        CliCommand::Routes { .. } => (render::routes(&decode::<RoutesReply>(v)?), true),
+        CliCommand::Routes { count: true, .. } => (render::routes_count(&of(socket, line)?), true),
+        CliCommand::Routes { .. } => (render::routes(&of(socket, line)?), true),
         CliCommand::Fib => {
-            let r: FibReply = decode(v)?;
+            let r: FibReply = of(socket, line)?;
             (render::fib(&r), fib_good(&r))
         }
         CliCommand::Diagnose => {
-            let r: DiagnoseReply = decode(v)?;
+            let r: DiagnoseReply = of(socket, line)?;
             (render::diagnose(&r), diagnose_good(&r))
         }
         CliCommand::Health { live, ready } => {
-            let r: HealthReply = decode(v)?;
+            let r: HealthReply = of(socket, line)?;
             (render::health(&r), health_good(&r, *live, *ready))
         }
         CliCommand::Reload => {
-            let r: ReloadReply = decode(v)?;
+            let r: ReloadReply = of(socket, line)?;
             (render::reload(&r), r.accepted)
         }
     })
