@@ -16,6 +16,7 @@ pub mod decision;
 pub mod export;
 pub mod import;
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -247,7 +248,13 @@ impl Rib {
     /// Applies an UPDATE from `source` with no import checks. A treat-as-withdraw UPDATE
     /// (RFC 7606) withdraws what it announces. Returns the Loc-RIB changes.
     pub fn apply_update(&mut self, source: &Arc<PeerSource>, u: &Update) -> Vec<BestChange> {
-        let mut touched: Vec<IpNet> = Vec::new();
+        let mp_len = |m: Option<usize>| m.unwrap_or(0);
+        let mut touched: Vec<IpNet> = Vec::with_capacity(
+            u.withdrawn.len()
+                + u.nlri.len()
+                + mp_len(u.mp_unreach.as_ref().map(|m| m.withdrawn.len()))
+                + mp_len(u.mp_reach.as_ref().map(|m| m.nlri.len())),
+        );
         let withdrawn = u
             .withdrawn
             .iter()
@@ -279,6 +286,8 @@ impl Rib {
                 next_hop: None,
                 ..u.attributes.clone()
             });
+            // Counted once per UPDATE, not per prefix (a hash look-up each).
+            let (mut added, mut replaced) = (0u64, 0u64);
             for (n, nh) in announced {
                 let Some(next_hop) = nh else { continue };
                 let path = Arc::new(Path {
@@ -292,11 +301,12 @@ impl Rib {
                 let list = self.paths.entry(n.prefix).or_default();
                 let before = list.len();
                 list.retain(|p| !(p.source.address == source.address && p.path_id == path.path_id));
-                let replaced = before - list.len();
+                replaced += (before - list.len()) as u64;
+                added += 1;
                 list.push(path);
                 touched.push(n.prefix);
-                self.count(source.address, 1, replaced as u64);
             }
+            self.count(source.address, added, replaced);
         }
         self.recompute(touched)
     }
@@ -373,25 +383,32 @@ impl Rib {
     fn recompute(&mut self, mut touched: Vec<IpNet>) -> Vec<BestChange> {
         touched.sort();
         touched.dedup();
-        let mut changes = Vec::new();
+        let mut changes = Vec::with_capacity(touched.len());
         for prefix in touched {
             let now = self.select(&prefix);
             // Only the paths matter downstream; a new runner-up that only changes
             // the recorded reason is stored without a change event.
             let same = |a: &Best, b: &Best| a.best == b.best && a.multipath == b.multipath;
-            let unchanged = match (self.best.get(&prefix), now.as_ref()) {
-                (Some(a), Some(b)) => same(a, b),
-                (None, None) => true,
-                _ => false,
-            };
-            let old = match &now {
-                Some(b) => self.best.insert(prefix, b.clone()),
+            // (unchanged, had an entry before): one look-up of the Loc-RIB per prefix.
+            let (unchanged, had) = match &now {
+                Some(b) => match self.best.entry(prefix) {
+                    Entry::Occupied(mut e) => {
+                        let unchanged = same(e.get(), b);
+                        e.insert(b.clone());
+                        (unchanged, true)
+                    }
+                    Entry::Vacant(e) => {
+                        e.insert(b.clone());
+                        (false, false)
+                    }
+                },
                 None => {
                     self.paths.remove(&prefix);
-                    self.best.remove(&prefix)
+                    let old = self.best.remove(&prefix);
+                    (old.is_none(), old.is_some())
                 }
             };
-            if let (IpNet::V6(_), true) = (prefix, old.is_some() != now.is_some()) {
+            if let (IpNet::V6(_), true) = (prefix, had != now.is_some()) {
                 match now {
                     Some(_) => self.ipv6_prefixes += 1,
                     None => self.ipv6_prefixes = self.ipv6_prefixes.saturating_sub(1),
@@ -406,6 +423,14 @@ impl Rib {
 
     fn select(&self, prefix: &IpNet) -> Option<Best> {
         let list = self.paths.get(prefix)?;
+        if let [only] = list.as_slice() {
+            // One path (most prefixes): nothing to sort or compare.
+            return Some(Best {
+                best: Arc::clone(only),
+                multipath: vec![Arc::clone(only)],
+                reason: Reason::Equal,
+            });
+        }
         let mut sorted: Vec<&Arc<Path>> = list.iter().collect();
         sorted.sort_by(|a, b| compare(a, b).0);
         let best = Arc::clone(sorted.first()?);
