@@ -37,6 +37,19 @@ pub trait Handler: Send + Sync + 'static {
         &self,
         request: Request,
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, String>> + Send + '_>>;
+
+    /// The same answer as JSON text, which is what the socket sends. A handler whose
+    /// answers can be large (`tern routes` on a 100,000-route node) overrides it to
+    /// serialize its reply once, without a JSON tree in between.
+    fn handle_text(
+        &self,
+        request: Request,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + '_>> {
+        Box::pin(async move {
+            let v = self.handle(request).await?;
+            serde_json::to_string(&v).map_err(|e| format!("cannot encode the reply: {e}"))
+        })
+    }
 }
 
 /// How much clients may ask (`tern.yaml` `limits:`).
@@ -406,28 +419,31 @@ async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>, max: usize) 
     }
 }
 
-async fn reply<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    answer: Result<serde_json::Value, String>,
-) -> io::Result<()> {
-    let (result, error) = match answer {
-        Ok(v) => (Some(v), None),
-        Err(e) => (None, Some(e)),
+async fn reply<W: AsyncWrite + Unpin>(w: &mut W, answer: Result<String, String>) -> io::Result<()> {
+    let mut line = match answer {
+        // The result is JSON text already: written into the envelope as it is (the
+        // same bytes `ResponseEnvelope` would give, without parsing it again).
+        Ok(result) => {
+            let mut l = format!("{{\"version\":{VERSION},\"ok\":true,\"result\":").into_bytes();
+            l.extend_from_slice(result.as_bytes());
+            l.push(b'}');
+            l
+        }
+        Err(error) => serde_json::to_vec(&ResponseEnvelope {
+            version: VERSION,
+            ok: false,
+            result: None,
+            error: Some(error),
+        })
+        .map_err(io::Error::other)?,
     };
-    let env = ResponseEnvelope {
-        version: VERSION,
-        ok: result.is_some(),
-        result,
-        error,
-    };
-    let mut line = serde_json::to_vec(&env).map_err(io::Error::other)?;
     line.push(b'\n');
     w.write_all(&line).await?;
     w.flush().await
 }
 
 /// Parses a request line and asks the handler.
-async fn answer<H: Handler>(handler: &H, line: &[u8]) -> Result<serde_json::Value, String> {
+async fn answer<H: Handler>(handler: &H, line: &[u8]) -> Result<String, String> {
     let value: serde_json::Value = serde_json::from_slice(line)
         .map_err(|e| format!("not a valid request (JSON expected): {e}"))?;
     // The version is checked on its own first, so a client of another version is told
@@ -444,7 +460,7 @@ async fn answer<H: Handler>(handler: &H, line: &[u8]) -> Result<serde_json::Valu
     }
     let env =
         RequestEnvelope::deserialize(&value).map_err(|e| format!("not a valid request: {e}"))?;
-    handler.handle(env.request).await
+    handler.handle_text(env.request).await
 }
 
 /// One connection: request lines in, one response line out for each.

@@ -66,6 +66,11 @@ fn json<T: serde::Serialize>(v: &T) -> Result<Value, String> {
     serde_json::to_value(v).map_err(|e| format!("cannot encode the reply: {e}"))
 }
 
+/// A reply as JSON text, serialized once (see [`Handler::handle_text`]).
+fn text<T: serde::Serialize>(v: &T) -> Result<String, String> {
+    serde_json::to_string(v).map_err(|e| format!("cannot encode the reply: {e}"))
+}
+
 impl DaemonHandler {
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, String> {
         self.state.lock().map_err(|_| {
@@ -177,14 +182,16 @@ impl DaemonHandler {
                 count,
                 family,
             } => {
-                self.routes(RoutesQuery {
-                    prefix: prefix.as_deref(),
-                    peer: peer.as_deref(),
-                    family: family.as_deref(),
-                    all,
-                    count,
-                })
-                .await
+                let text = self
+                    .routes(RoutesQuery {
+                        prefix: prefix.as_deref(),
+                        peer: peer.as_deref(),
+                        family: family.as_deref(),
+                        all,
+                        count,
+                    })
+                    .await?;
+                serde_json::from_str(&text).map_err(|e| format!("cannot encode the reply: {e}"))
             }
             Request::Fib => self.fib_report().await,
             Request::Diagnose => self.diagnose().await,
@@ -239,7 +246,7 @@ impl DaemonHandler {
 
     /// `tern routes [PREFIX|ADDR] [--peer ADDR] [--family F] [--all]`: the Loc-RIB,
     /// with what the FIB task installed and, with `--all`, every path.
-    async fn routes(&self, q: RoutesQuery<'_>) -> Result<Value, String> {
+    async fn routes(&self, q: RoutesQuery<'_>) -> Result<String, String> {
         let filter = routes::Filter {
             prefix: q.prefix.map(parse_prefix_or_address).transpose()?,
             peer: q.peer.map(parse_address).transpose()?,
@@ -252,7 +259,7 @@ impl DaemonHandler {
             Vec::new()
         };
         if q.count {
-            return json(&routes::count(&rib, &paths, filter.v6));
+            return text(&routes::count(&rib, &paths, filter.v6));
         }
         let (tx, rx) = oneshot::channel();
         let installed: HashSet<IpNet> = match self.fib.send(FibMsg::Installed(tx)).await {
@@ -276,7 +283,7 @@ impl DaemonHandler {
         if q.all {
             routes::add_paths(&mut rows, &rib, &paths, &cx);
         }
-        json(&RoutesReply { routes: rows })
+        text(&RoutesReply { routes: rows })
     }
 
     /// Every path of every prefix, from the speaker.
@@ -555,5 +562,34 @@ impl Handler for DaemonHandler {
         request: Request,
     ) -> Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + '_>> {
         Box::pin(self.answer(request))
+    }
+
+    fn handle_text(
+        &self,
+        request: Request,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + '_>> {
+        Box::pin(async move {
+            match request {
+                // The Loc-RIB view can be 100,000 routes: serialized once.
+                Request::Routes {
+                    prefix,
+                    peer,
+                    advertised: false,
+                    all,
+                    count,
+                    family,
+                } => {
+                    self.routes(RoutesQuery {
+                        prefix: prefix.as_deref(),
+                        peer: peer.as_deref(),
+                        family: family.as_deref(),
+                        all,
+                        count,
+                    })
+                    .await
+                }
+                other => text(&self.answer(other).await?),
+            }
+        })
     }
 }
