@@ -181,6 +181,12 @@ fn node(name: &str, sw: &Netns, dir: &Path, addr: &str, pods: &[&str]) -> Node {
     sw.ip(&["link", "set", &format!("sw-{name}"), "master", "br0"])
         .unwrap_or_else(|e| panic!("{e}"));
     ns.add_addr("eth0", addr).unwrap_or_else(|e| panic!("{e}"));
+    // A Calico node forwards (calico-node sets it at start); a fresh namespace does
+    // not, and tern diagnose would rightly say forwarding-disabled.
+    for key in ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"] {
+        ns.exec("sysctl", &["-qw", key])
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
     for p in pods {
         ns.add_addr("lo", p).unwrap_or_else(|e| panic!("{e}"));
     }

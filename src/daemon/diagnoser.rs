@@ -27,27 +27,40 @@ const PERIOD: Duration = Duration::from_secs(1);
 /// connection every few seconds; BIRD's default retry is 120 s, Calico's 5 s).
 const MD5_QUIET: Duration = Duration::from_secs(30);
 
+/// What the diagnoser remembers between evaluations.
+#[derive(Debug, Default)]
+pub struct Diagnoser {
+    md5: Md5Watch,
+}
+
 /// Runs the diagnoser for the daemon's life.
 pub async fn run(h: Arc<DaemonHandler>) {
-    let mut md5 = Md5Watch::default();
     loop {
         let started = Instant::now();
-        if let Ok(now) = evaluate(&h, &mut md5).await {
-            let before = match h.state.lock() {
-                Ok(mut s) => {
-                    s.findings_round += 1;
-                    std::mem::replace(&mut s.findings, now.clone())
-                }
-                Err(_) => return,
-            };
-            log_changes(&before, &now);
+        if let Err(e) = refresh(&h).await {
+            tracing::debug!("diagnosis not evaluated: {e}");
         }
         tokio::time::sleep(PERIOD.max(started.elapsed() * 20)).await;
     }
 }
 
+/// Evaluates every finding now, makes it the list in force and logs what appeared
+/// and what cleared since the previous evaluation.
+pub async fn refresh(h: &DaemonHandler) -> Result<Vec<FindingInfo>, String> {
+    let mut d = h.diagnoser.lock().await;
+    let now = evaluate(h, &mut d.md5).await?;
+    let before = match h.state.lock() {
+        Ok(mut s) => std::mem::replace(&mut s.findings, now.clone()),
+        Err(_) => {
+            return Err("the daemon's state is poisoned (a task panicked); restart tern".into())
+        }
+    };
+    log_changes(&before, &now);
+    Ok(now)
+}
+
 /// Every finding now, most severe first.
-pub async fn evaluate(h: &DaemonHandler, md5: &mut Md5Watch) -> Result<Vec<FindingInfo>, String> {
+async fn evaluate(h: &DaemonHandler, md5: &mut Md5Watch) -> Result<Vec<FindingInfo>, String> {
     let peers = h.peer_facts_announced().await?;
     let (tx, rx) = oneshot::channel();
     h.fib
@@ -158,7 +171,7 @@ fn read_md5_counters() -> Option<diag::Md5Counters> {
 /// counters moved within [`MD5_QUIET`]. Clears when the session comes up, or when the
 /// counters stand still that long.
 #[derive(Debug, Default)]
-pub struct Md5Watch {
+struct Md5Watch {
     /// The counters at the previous evaluation.
     last: Option<diag::Md5Counters>,
     /// When they last moved, and how many drops since the finding's window began.

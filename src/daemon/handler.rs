@@ -49,6 +49,9 @@ pub struct DaemonHandler {
     pub fib: mpsc::Sender<FibMsg>,
     /// Wakes the datastore for `tern reload`.
     pub reload: Arc<Notify>,
+    /// The diagnoser's own memory; held while one evaluation runs, so the periodic
+    /// one and `tern diagnose`'s never interleave their log lines.
+    pub diagnoser: tokio::sync::Mutex<super::diagnoser::Diagnoser>,
 }
 
 pub(super) async fn ask<T>(what: &str, rx: oneshot::Receiver<T>) -> Result<T, String> {
@@ -306,18 +309,10 @@ impl DaemonHandler {
         json(&ask("FIB task", rx).await?)
     }
 
-    /// `tern diagnose`: the FIB task's findings about the peers' paths, TCP-MD5
-    /// trouble and an unreadable datastore, most severe first.
+    /// `tern diagnose`: every finding, evaluated now (so the answer is never a second
+    /// behind a repair), which also updates the list the log and the metrics follow.
     async fn diagnose(&self) -> Result<Value, String> {
-        let findings = {
-            let s = self.lock()?;
-            (s.findings_round > 0).then(|| s.findings.clone())
-        };
-        // Before the diagnoser's first round (just after start): evaluated here.
-        let findings = match findings {
-            Some(f) => f,
-            None => super::diagnoser::evaluate(self, &mut Default::default()).await?,
-        };
+        let findings = super::diagnoser::refresh(self).await?;
         json(&DiagnoseReply { findings })
     }
 

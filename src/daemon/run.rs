@@ -87,6 +87,7 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         speaker: Arc::clone(&speaker_slot),
         fib: fib.clone(),
         reload: reload.clone(),
+        diagnoser: Default::default(),
     });
     if let Some(addr) = cfg.metrics {
         let listener = metrics::bind(addr).await?;

@@ -79,8 +79,6 @@ pub struct State {
     /// The findings in force, as the diagnoser last evaluated them (`tern diagnose`,
     /// the metrics and the log follow this one list).
     pub findings: Vec<crate::control::proto::FindingInfo>,
-    /// Evaluations the diagnoser finished (0: `findings` is not filled yet).
-    pub findings_round: u64,
 }
 
 impl State {
@@ -102,7 +100,6 @@ impl State {
             kernel_originated: Default::default(),
             troubles: Default::default(),
             findings: Vec::new(),
-            findings_round: 0,
         }
     }
 
