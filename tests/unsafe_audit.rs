@@ -35,6 +35,14 @@ const ALLOWED: &[(&str, &str)] = &[
         "reading the named pipe's DACL back (Windows)",
     ),
     ("bgp/tests/allocations.rs", "a counting GlobalAlloc"),
+    (
+        "src/daemon/metrics/process.rs",
+        "sysconf (Linux); GetProcessMemoryInfo, GetProcessTimes, GetProcessHandleCount (Windows)",
+    ),
+    (
+        "src/daemon/metrics/cost_tests.rs",
+        "a counting GlobalAlloc (a scrape's allocations)",
+    ),
 ];
 
 /// How many lines above an `unsafe` its SAFETY comment may start (multi-line notes).

@@ -44,10 +44,12 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from the same allocator, as the caller promises.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size);
+        // SAFETY: passed on unchanged; the caller's promises hold for the system allocator.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
