@@ -15,7 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test setup: a failure is the test failing
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -363,7 +363,7 @@ async fn an_idle_session_refuses_a_connection_as_rejected_not_as_a_collision() {
     }
     // Now the peer connects to tern, from its own address.
     let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new("127.0.0.2".parse().unwrap(), 0))
+    sock.bind(std::net::SocketAddr::new("127.0.0.2".parse().unwrap(), 0))
         .unwrap();
     let mut c = sock.connect(tern_addr).await.unwrap();
     let mut got = Vec::new();
