@@ -63,11 +63,7 @@ fn peer_not_answering_appears_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgna-", |_| {}, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let tor = diag::tor_ns(&lab);
     let fault = w.mark();
     let t0 = std::time::Instant::now();
@@ -100,11 +96,7 @@ fn connection_refused_appears_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgcr-", |_| {}, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let tor = diag::tor_ns(&lab);
     let fault = w.mark();
     firewall_bgp(&tor, "reject with tcp reset");
@@ -128,11 +120,7 @@ fn notification_names_both_as_numbers_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgno-", |_| {}, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let tor = diag::bird_dir(&lab, None);
     let right = format!("local as {TOR_AS};");
     let wrong_as = TOR_AS + 1;
@@ -166,11 +154,7 @@ fn duplicate_router_id_appears_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgri-", |_| {}, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let (mine, theirs) = match (lab.node(1), lab.node(2)) {
         (Ok(a), Ok(b)) => (a.v4.clone(), b.v4.clone()),
         _ => panic!("no node-1 or node-2"),
@@ -239,11 +223,7 @@ fn md5_mismatch_appears_and_clears() {
     ) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let tor = diag::bird_dir(&lab, None);
     let (right, wrong) = (
         format!("password \"{password}\";"),

@@ -38,11 +38,7 @@ fn interface_down_replaces_the_layer2_finding_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgif-", |_| {}, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let (tern_ns, bird_ns) = (node_ns(&lab, 1), node_ns(&lab, 2));
     let no_layer2 = |all: &[serde_json::Value]| match all
         .iter()
@@ -90,11 +86,7 @@ fn forwarding_disabled_appears_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgfw-", |s| s.ipv6 = true, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let set = |ns: &str, on: &str| {
         in_ns(
             ns,
@@ -139,11 +131,7 @@ fn peer_on_another_subnet_appears_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgl2-", |_| {}, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let far = "203.0.113.50";
     let cluster = lab.spec().cluster_file();
     let before = std::fs::read_to_string(&cluster).unwrap_or_else(|e| panic!("{e}"));
@@ -248,11 +236,7 @@ fn next_hop_without_arp_is_incomplete_then_failed_and_clears() {
     if tern_interop::peers::wait_for("the route via the gateway host", WAIT, installed).is_err() {
         lab_support::fail(&lab, &format!("node-1 never installed {VIA_GW} via {GW}"));
     }
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let hop = &["next", GW][..];
     let arp = |on: &str| link(gw.name(), "eth0", &["arp", on]);
     let forget = || {
@@ -334,11 +318,7 @@ fn next_hop_through_a_gateway_then_through_nothing_appears_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgrc-", |_| {}, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     // The ToR announces 198.18.102.0/24 with the next hop 203.0.113.50, which node-1
     // reaches only through its default gateway.
     let far = "203.0.113.50";
@@ -423,11 +403,7 @@ fn datastore_unavailable_appears_and_clears() {
     let Some((lab, _tmp)) = diag::up(test, "dgds-", |_| {}, |_| {}) else {
         return;
     };
-    let w = Watch {
-        lab: &lab,
-        node: 1,
-        test,
-    };
+    let w = Watch::on(&lab, test);
     let cluster = lab.spec().cluster_file();
     let aside = cluster.with_extension("aside");
     let fault = w.mark();

@@ -223,6 +223,13 @@ pub struct Watch<'a> {
     pub test: &'a str,
 }
 
+impl<'a> Watch<'a> {
+    /// Watches the lab's tern node (node 1, as [`up`] builds it).
+    pub fn on(lab: &'a Lab, test: &'a str) -> Watch<'a> {
+        Watch { lab, node: 1, test }
+    }
+}
+
 impl Watch<'_> {
     /// Now, and the log's length: take it just before making the fault or the repair.
     pub fn mark(&self) -> Mark {
