@@ -131,6 +131,9 @@ pub struct FibConfig {
     pub route_protocol: u8,
     /// Routing table.
     pub table: u32,
+    /// Treat the routes Calico's BIRD left in the table (protocol 12) as this node's
+    /// forwarding state at start, and remove them once tern's own are in place.
+    pub take_over_bird: bool,
 }
 
 impl Default for FibConfig {
@@ -139,6 +142,7 @@ impl Default for FibConfig {
             enabled: true,
             route_protocol: DEFAULT_ROUTE_PROTOCOL,
             table: MAIN_TABLE,
+            take_over_bird: true,
         }
     }
 }
@@ -209,6 +213,7 @@ pub(crate) struct RawFib {
     enabled: Option<bool>,
     route_protocol: Option<i64>,
     table: Option<i64>,
+    take_over_bird: Option<bool>,
 }
 
 /// The platform's default control socket.

@@ -24,6 +24,9 @@ pub struct MemoryFib {
     interfaces: Vec<Interface>,
     neighbours: Vec<Neighbour>,
     history: Vec<RouteChange>,
+    /// Other daemons' routes (BIRD's, left on a node tern took over), with their
+    /// protocol number.
+    others: Vec<(u8, Route)>,
 }
 
 impl MemoryFib {
@@ -59,6 +62,49 @@ impl MemoryFib {
     /// example, that a restart deleted nothing.
     pub fn history(&self) -> &[RouteChange] {
         &self.history
+    }
+
+    /// Seeds a route of another daemon's, under its protocol number.
+    pub fn preload_other(&mut self, protocol: u8, route: Route) {
+        self.others.push((protocol, route));
+    }
+
+    /// Other daemons' routes still there.
+    pub fn others(&self) -> &[(u8, Route)] {
+        &self.others
+    }
+
+    /// `protocol`'s routes.
+    pub(crate) fn others_routes(&self, protocol: u8) -> Vec<Route> {
+        self.others
+            .iter()
+            .filter(|(p, _)| *p == protocol)
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    /// Deletes `protocol`'s routes to these prefixes (one each), as the kernel would.
+    pub(crate) fn delete_others(&mut self, routes: &[Route], protocol: u8) -> ApplyReport {
+        let mut report = ApplyReport::default();
+        for r in routes {
+            let at = self
+                .others
+                .iter()
+                .position(|(p, o)| *p == protocol && o.prefix == r.prefix && o.table == r.table);
+            match at {
+                Some(i) => {
+                    self.others.remove(i);
+                    report.applied += 1;
+                }
+                None => report.failed.push(RouteFailure {
+                    prefix: r.prefix,
+                    change: "delete",
+                    reason: "No such process".into(),
+                    kind: FailureKind::NotFound,
+                }),
+            }
+        }
+        report
     }
 
     /// Seeds a route as if it had survived from an earlier run.

@@ -11,6 +11,7 @@
 
 mod counts;
 mod news;
+pub mod predecessor;
 pub mod report;
 #[cfg(test)]
 mod tests;
@@ -31,7 +32,7 @@ use tokio::time::Instant;
 
 use crate::diag::{Finding, PeerFacts, Resolution};
 use crate::reconcile::{self, repair, settle, tunnel, Refusals, Unwanted, TUNNEL_DEVICE};
-use crate::{Fib, Route, RouteChange, RouteFailure};
+use crate::{ApplyReport, Fib, FibError, Route, RouteChange, RouteFailure};
 
 /// How often routes the kernel refused are tried again (an interface or an address
 /// may have come back since).
@@ -49,6 +50,24 @@ pub trait Backend: Fib + Send + 'static {
         &self,
         addr: IpAddr,
     ) -> impl Future<Output = Result<Option<Resolution>, String>> + Send;
+
+    /// Routes another daemon left under `protocol` in tern's table: BIRD's, on a node
+    /// tern took over from BIRD ([`predecessor`]). Only Linux has them.
+    fn routes_left_by(
+        &mut self,
+        _protocol: u8,
+    ) -> impl Future<Output = Result<Vec<Route>, FibError>> + Send {
+        std::future::ready(Ok(Vec::new()))
+    }
+
+    /// Deletes routes [`Backend::routes_left_by`] found.
+    fn delete_left(
+        &mut self,
+        _routes: &[Route],
+        _protocol: u8,
+    ) -> impl Future<Output = ApplyReport> + Send {
+        std::future::ready(ApplyReport::default())
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -56,11 +75,27 @@ impl Backend for crate::linux::LinuxFib {
     async fn resolve(&self, addr: IpAddr) -> Result<Option<Resolution>, String> {
         self.route_to(addr).await.map_err(|e| e.to_string())
     }
+
+    async fn routes_left_by(&mut self, protocol: u8) -> Result<Vec<Route>, FibError> {
+        self.routes_of(protocol).await
+    }
+
+    async fn delete_left(&mut self, routes: &[Route], protocol: u8) -> ApplyReport {
+        self.apply_as(predecessor::deletes(routes), protocol).await
+    }
 }
 
 impl Backend for crate::memory::MemoryFib {
     async fn resolve(&self, _addr: IpAddr) -> Result<Option<Resolution>, String> {
         Ok(None)
+    }
+
+    async fn routes_left_by(&mut self, protocol: u8) -> Result<Vec<Route>, FibError> {
+        Ok(self.others_routes(protocol))
+    }
+
+    async fn delete_left(&mut self, routes: &[Route], protocol: u8) -> ApplyReport {
+        self.delete_others(routes, protocol)
     }
 }
 
@@ -112,8 +147,9 @@ pub enum FibMsg {
     Counts(oneshot::Sender<FibCounts>),
     /// Prefixes installed, for `tern routes`.
     Installed(oneshot::Sender<Vec<IpNet>>),
-    /// How many of tern's routes an earlier run left in the kernel (found at start):
-    /// non-zero means we restart with our forwarding state kept.
+    /// How many of tern's routes an earlier run left in the kernel (found at start),
+    /// and of BIRD's when taking over from it ([`predecessor`]): non-zero means we
+    /// restart with our forwarding state kept.
     Adopted(oneshot::Sender<usize>),
 }
 
@@ -129,6 +165,10 @@ pub struct Inputs<F: RouteFilter> {
     pub kernel: Arc<KernelNews>,
     /// Set to false when the restart grace ends (`tern status`, readiness).
     pub grace: watch::Sender<bool>,
+    /// The protocol of the routing daemon tern replaces on this node (BIRD's 12), whose
+    /// routes left in tern's table count as forwarding state kept and are removed
+    /// when the grace ends; see [`predecessor`].
+    pub predecessor: Option<u8>,
 }
 
 pub(crate) struct Task<B: Backend> {
@@ -151,6 +191,8 @@ pub(crate) struct Task<B: Backend> {
     /// Index of [`TUNNEL_DEVICE`], looked up when a route needs it; forgotten on each
     /// re-read (interfaces change), so a re-created tunnel is found again.
     tunnel: Option<u32>,
+    /// The routes the daemon tern replaces left behind, removed when the grace ends.
+    left: predecessor::Left,
 }
 
 /// Runs the FIB task until the daemon's command channel closes. Starts by reading
@@ -165,8 +207,9 @@ pub async fn run<B: Backend, F: RouteFilter>(backend: B, inputs: Inputs<F>) {
         mut filter,
         kernel: news,
         grace,
+        predecessor,
     } = inputs;
-    let mut t = Task::start(backend).await;
+    let mut t = Task::start(backend, predecessor).await;
     // A command taken off the queue while coalescing that was not a route batch: it
     // is handled next, in order, never dropped.
     let mut pending: Option<FibMsg> = None;
@@ -259,7 +302,7 @@ impl Resync {
 
 impl<B: Backend> Task<B> {
     /// The task's state at start: tern's routes as an earlier run left them.
-    async fn start(mut backend: B) -> Task<B> {
+    async fn start(mut backend: B, predecessor: Option<u8>) -> Task<B> {
         let kernel: BTreeMap<IpNet, Route> = match backend.own_routes().await {
             Ok(r) => {
                 if !r.is_empty() {
@@ -275,11 +318,12 @@ impl<B: Backend> Task<B> {
                 BTreeMap::new()
             }
         };
+        let left = predecessor::Left::find(&mut backend, predecessor).await;
         let mut t = Task {
             backend,
             wanted: BTreeMap::new(),
             adopted: kernel.keys().copied().collect(),
-            found_at_start: kernel.len(),
+            found_at_start: kernel.len() + left.len(),
             kernel,
             refusals: Refusals::default(),
             grace: true,
@@ -287,6 +331,7 @@ impl<B: Backend> Task<B> {
             tally: Default::default(),
             durations: ApplyDurations::default(),
             tunnel: None,
+            left,
         };
         t.recount();
         t
@@ -413,6 +458,7 @@ impl<B: Backend> Task<B> {
             );
         }
         self.sync(&stale).await;
+        self.left.remove(&mut self.backend).await;
     }
 
     /// Finds the tunnel device when a route among `prefixes` needs it and it is not

@@ -17,7 +17,7 @@ use tern_bgp::speaker::RibNews;
 use tern_config::DaemonConfig;
 use tokio::sync::{mpsc, watch};
 
-use tern_fib::task::{Backend, Inputs};
+use tern_fib::task::{predecessor, Backend, Inputs};
 pub use tern_fib::task::{FibMsg, KernelNews};
 
 use super::routes::RibFilter;
@@ -49,6 +49,10 @@ pub fn start_fib(
         filter,
         kernel: Arc::clone(&news),
         grace: gtx,
+        // BIRD's routes are tern's to take over, unless tern uses BIRD's number itself
+        // (then they are tern's own already).
+        predecessor: (cfg.fib.take_over_bird && cfg.fib.route_protocol != predecessor::BIRD)
+            .then_some(predecessor::BIRD),
     };
     let handle = FibHandle {
         commands,
@@ -225,6 +229,7 @@ mod tests {
             filter: RibFilter::new(intent, 254, false),
             kernel: Arc::new(KernelNews::default()),
             grace: gtx,
+            predecessor: None,
         };
         tokio::spawn(routes_off(inputs));
         rtx.send(RibNews::Changes(Vec::new())).await.unwrap();

@@ -81,6 +81,7 @@ pub(super) fn fib(
     let mut fib = FibConfig::default();
     if let Some(f) = raw {
         fib.enabled = f.enabled.unwrap_or(true);
+        fib.take_over_bird = f.take_over_bird.unwrap_or(true);
         if let Some(p) = f.route_protocol {
             fib.route_protocol = match u8::try_from(p) {
                 Ok(p) if p >= 5 => p,

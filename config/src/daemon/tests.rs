@@ -34,9 +34,13 @@ fn the_design_example_parses() {
         FibConfig {
             enabled: true,
             route_protocol: 201,
-            table: 254
+            table: 254,
+            take_over_bird: true,
         }
     );
+    let (off, _) =
+        parse("node: n1\nfib:\n  take_over_bird: false\n").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!off.fib.take_over_bird && off.fib.enabled);
     assert_eq!(c.log, "info");
     assert_eq!(c.log_format, crate::LogFormat::Text);
     let (c, _) = parse("node: n1\nlog_format: json\n").unwrap_or_else(|e| panic!("{e}"));
@@ -172,7 +176,7 @@ fn a_typo_is_an_error_with_its_line() {
     let e = e.unwrap_or_else(|| panic!("typo accepted"));
     assert_eq!(e.line, Some(4), "{e}");
     assert!(e.reason.contains("route_protcol"), "{e}");
-    assert_eq!(e.to_string(), "tern.yaml:4: unknown field `route_protcol`, expected one of enabled, route_protocol, table");
+    assert_eq!(e.to_string(), "tern.yaml:4: unknown field `route_protcol`, expected one of enabled, route_protocol, table, take_over_bird");
 }
 
 #[test]

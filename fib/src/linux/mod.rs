@@ -259,8 +259,14 @@ fn collect(report: &mut ApplyReport, done: Result<usize, Vec<RouteFailure>>) {
     }
 }
 
-impl Fib for LinuxFib {
-    async fn apply(&mut self, changes: Vec<RouteChange>) -> ApplyReport {
+impl LinuxFib {
+    /// Applies `changes` to the routes carrying `protocol`: tern's own, or (deletes
+    /// only) those BIRD left behind on a node tern took over.
+    pub(crate) async fn apply_as(
+        &mut self,
+        changes: Vec<RouteChange>,
+        protocol: u8,
+    ) -> ApplyReport {
         let mut report = ApplyReport::default();
         // Refusals left by an earlier apply that was abandoned midway belong to it.
         while self.refusals.try_recv().is_ok() {}
@@ -268,7 +274,7 @@ impl Fib for LinuxFib {
         let mut batch = Vec::with_capacity(BATCH);
         let mut changes = changes.into_iter().peekable();
         while let Some(change) = changes.next() {
-            match message::request(&change, self.protocol, false) {
+            match message::request(&change, protocol, false) {
                 Ok(m) => batch.push((change, m)),
                 Err(reason) => report.failed.push(RouteFailure {
                     prefix: change.prefix(),
@@ -304,7 +310,8 @@ impl Fib for LinuxFib {
         report
     }
 
-    async fn own_routes(&mut self) -> Result<Vec<Route>, FibError> {
+    /// The routes carrying `protocol` in tern's table.
+    pub(crate) async fn routes_of(&mut self, protocol: u8) -> Result<Vec<Route>, FibError> {
         let mut routes = Vec::new();
         for v6 in [false, true] {
             let what = if v6 {
@@ -312,12 +319,12 @@ impl Fib for LinuxFib {
             } else {
                 "dumping IPv4 routes"
             };
-            let request = message::dump_routes(v6, self.table, self.protocol);
+            let request = message::dump_routes(v6, self.table, protocol);
             for m in self.dump(what, request).await? {
                 let RouteNetlinkMessage::NewRoute(r) = m else {
                     continue;
                 };
-                if message::protocol_of(&r.header) != self.protocol {
+                if message::protocol_of(&r.header) != protocol {
                     continue;
                 }
                 if let Some(route) = message::parse(&r).filter(|x| x.table == self.table) {
@@ -326,6 +333,18 @@ impl Fib for LinuxFib {
             }
         }
         Ok(routes)
+    }
+}
+
+impl Fib for LinuxFib {
+    async fn apply(&mut self, changes: Vec<RouteChange>) -> ApplyReport {
+        let protocol = self.protocol;
+        self.apply_as(changes, protocol).await
+    }
+
+    async fn own_routes(&mut self) -> Result<Vec<Route>, FibError> {
+        let protocol = self.protocol;
+        self.routes_of(protocol).await
     }
 
     async fn interfaces(&mut self) -> Result<Vec<Interface>, FibError> {

@@ -242,6 +242,7 @@ mod tests {
                 filter: Identity,
                 kernel: Arc::new(KernelNews::default()),
                 grace: gtx,
+                predecessor: None,
             },
         ));
         let (counts, report) = both(&commands).await;

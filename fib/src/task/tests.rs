@@ -36,6 +36,12 @@ impl Backend for Shared {
     async fn resolve(&self, _addr: IpAddr) -> Result<Option<Resolution>, String> {
         Ok(None)
     }
+    async fn routes_left_by(&mut self, protocol: u8) -> Result<Vec<Route>, FibError> {
+        Ok(self.0.lock().unwrap().others_routes(protocol))
+    }
+    async fn delete_left(&mut self, routes: &[Route], protocol: u8) -> ApplyReport {
+        self.0.lock().unwrap().delete_others(routes, protocol)
+    }
 }
 
 /// The routes channel carries [`Routes`] as they are.
@@ -60,6 +66,11 @@ struct Harness {
 }
 
 fn start(kernel: Shared) -> Harness {
+    start_after(kernel, None)
+}
+
+/// Starts the task on a node where the daemon with protocol `predecessor` ran.
+fn start_after(kernel: Shared, predecessor: Option<u8>) -> Harness {
     let (commands, crx) = mpsc::channel(8);
     let (routes, rrx) = mpsc::channel(8);
     let news = Arc::new(KernelNews::default());
@@ -72,6 +83,7 @@ fn start(kernel: Shared) -> Harness {
             filter: Identity,
             kernel: Arc::clone(&news),
             grace: gtx,
+            predecessor,
         },
     ));
     Harness {
@@ -433,6 +445,7 @@ async fn a_reshape_changes_only_the_routes_whose_form_differs() {
             filter: NoIpip,
             kernel: Arc::new(KernelNews::default()),
             grace: gtx,
+            predecessor: None,
         },
     ));
     let ipip = via("198.18.1.0/26", "198.51.100.2", true);
@@ -461,4 +474,56 @@ async fn a_reshape_changes_only_the_routes_whose_form_differs() {
         .map(|c| c.prefix())
         .collect();
     assert_eq!(replaced, vec![ipip.prefix]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn birds_routes_count_as_forwarding_state_and_go_once_terns_are_in() {
+    let kernel = Shared::default();
+    let mut birds = via("198.18.1.0/26", "198.51.100.2", false);
+    birds.metric = 32;
+    let felix = via("198.18.0.5/32", "198.51.100.9", false);
+    {
+        let mut k = kernel.0.lock().unwrap();
+        k.set_interfaces(eth0(&[]));
+        k.preload_other(predecessor::BIRD, birds.clone());
+        k.preload_other(predecessor::BIRD, blackhole("198.18.0.0/26"));
+        k.preload_other(80, felix.clone());
+    }
+    let h = start_after(kernel.clone(), Some(predecessor::BIRD));
+    // Found at start: the speaker announces a restart with forwarding state kept.
+    let (tx, rx) = oneshot::channel();
+    h.commands.send(FibMsg::Adopted(tx)).await.unwrap();
+    assert_eq!(rx.await.unwrap(), 2);
+    // tern's own routes go in beside BIRD's; BIRD's stay through the grace.
+    h.want(&via("198.18.1.0/26", "198.51.100.2", false)).await;
+    h.want(&blackhole("198.18.0.0/26")).await;
+    assert_eq!(
+        h.state().await,
+        (s(&["198.18.0.0/26", "198.18.1.0/26"]), vec![], vec![])
+    );
+    assert_eq!(kernel.0.lock().unwrap().others().len(), 3);
+    // The grace ends: BIRD's go, Felix's (another protocol) stays, tern's stay.
+    h.routes.send(Routes::Converged).await.unwrap();
+    assert_eq!(
+        h.state().await,
+        (s(&["198.18.0.0/26", "198.18.1.0/26"]), vec![], vec![])
+    );
+    assert_eq!(kernel.0.lock().unwrap().others(), &[(80, felix)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_predecessor_birds_routes_are_not_touched() {
+    let kernel = Shared::default();
+    kernel
+        .0
+        .lock()
+        .unwrap()
+        .preload_other(predecessor::BIRD, blackhole("198.18.0.0/26"));
+    let h = start(kernel.clone());
+    let (tx, rx) = oneshot::channel();
+    h.commands.send(FibMsg::Adopted(tx)).await.unwrap();
+    assert_eq!(rx.await.unwrap(), 0);
+    h.routes.send(Routes::Converged).await.unwrap();
+    assert_eq!(h.state().await, (vec![], vec![], vec![]));
+    assert_eq!(kernel.0.lock().unwrap().others().len(), 1);
 }

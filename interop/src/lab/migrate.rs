@@ -11,11 +11,9 @@
 
 use std::io::Read as _;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+pub use super::route_watch::{RouteGaps, RouteWatch};
 use super::{peerconf, Lab, NodeKind};
 use crate::peers::{Kind, Peer};
 use crate::process::Daemon;
@@ -109,105 +107,6 @@ impl Lab {
         let bird = Peer::start_with(Kind::Bird, self.ns(&n.ns)?, &n.dir, &conf, &["-R"])?;
         self.bird_nodes.insert(index, bird);
         Ok(())
-    }
-}
-
-/// What one node's kernel did while a [`RouteWatch`] ran.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteGaps {
-    /// The node's namespace.
-    pub ns: String,
-    /// Samples taken.
-    pub samples: usize,
-    /// Samples without the route.
-    pub missing: usize,
-    /// Total time without the route (from the first sample without it to the next one
-    /// with it, summed).
-    pub without: Duration,
-}
-
-/// Samples, every 100 ms, whether each of some namespaces routes `prefix` via
-/// `gateway`, until [`RouteWatch::finish`].
-#[derive(Debug)]
-pub struct RouteWatch {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Vec<RouteGaps>>>,
-}
-
-/// Whether `ns`'s main table routes exactly `prefix` via `gateway`.
-fn routes_via(ns: &str, prefix: &str, gateway: &str) -> bool {
-    let out = Command::new("ip")
-        .args(["-n", ns, "route", "show", "exact", prefix])
-        .stderr(Stdio::null())
-        .output();
-    match out {
-        Ok(o) => String::from_utf8_lossy(&o.stdout)
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .windows(2)
-            .any(|w| w == ["via", gateway]),
-        Err(_) => false,
-    }
-}
-
-impl RouteWatch {
-    /// Starts watching `namespaces` for `prefix` via `gateway`.
-    pub fn start(namespaces: &[String], prefix: &str, gateway: &str) -> RouteWatch {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, prefix, gateway) = (stop.clone(), prefix.to_string(), gateway.to_string());
-        let mut gaps: Vec<RouteGaps> = namespaces
-            .iter()
-            .map(|ns| RouteGaps {
-                ns: ns.clone(),
-                samples: 0,
-                missing: 0,
-                without: Duration::ZERO,
-            })
-            .collect();
-        let thread = std::thread::spawn(move || {
-            let mut since: Vec<Option<Instant>> = vec![None; gaps.len()];
-            while !flag.load(Ordering::Relaxed) {
-                for (g, gone) in gaps.iter_mut().zip(since.iter_mut()) {
-                    g.samples += 1;
-                    let now = Instant::now();
-                    if routes_via(&g.ns, &prefix, &gateway) {
-                        if let Some(t) = gone.take() {
-                            g.without += now - t;
-                        }
-                    } else {
-                        g.missing += 1;
-                        gone.get_or_insert(now);
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            // A gap still open at the end counts up to now.
-            for (g, gone) in gaps.iter_mut().zip(since) {
-                if let Some(t) = gone {
-                    g.without += t.elapsed();
-                }
-            }
-            gaps
-        });
-        RouteWatch {
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops watching; what each namespace saw.
-    pub fn finish(mut self) -> Vec<RouteGaps> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for RouteWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -19,6 +19,7 @@ pub mod peerconf;
 pub mod plan;
 pub mod probe;
 pub mod resources;
+pub mod route_watch;
 pub mod state;
 pub mod wine;
 

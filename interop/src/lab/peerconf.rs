@@ -211,6 +211,8 @@ pub fn tor_route_query(kind: Kind, prefix: &str) -> Vec<String> {
 /// A node running BIRD 2 the way Calico's confd templates (`bird.cfg`, `bird_aggr.cfg`,
 /// `bird_ipam.cfg`, `bird6.cfg`) configure BIRD: the block as a static blackhole, the
 /// export filter that sends the block and pool routes but nothing beneath the block,
+/// after v3.32's preamble (LOCAL_PREF `BIRD_INT_MAX - krt_metric`, 1024 without one:
+/// what tern sends too, so a node moving between BIRD and tern changes no attribute),
 /// kernel learning (so routes to `cali*` workload interfaces are picked up) and
 /// programming, `direct` without `cali*`, the mesh template (multihop, recursive
 /// gateway, add paths, graceful restart, Calico's timers) and passive toward peers whose
@@ -234,6 +236,8 @@ pub fn calico_bird_config(spec: &LabSpec, me: &NodePlan) -> String {
             c,
             "protocol static blocks{sfx} {{ {fam}; route {block} blackhole; }}\n\
              filter calico_export_to_bgp_peers{sfx} {{\n  \
+               if (!defined(krt_metric)) then {{ krt_metric = 1024; }}\n  \
+               bgp_local_pref = 2147483647 - krt_metric;\n  \
                if ( net = {block} ) then accept;\n  \
                if ( net ~ {block} ) then reject;\n  \
                if ( net ~ {pool} ) then accept;\n  reject;\n}}\n\

@@ -149,6 +149,10 @@ fn a_calico_bird_node_is_passive_toward_textually_greater_peers() {
         "{conf}"
     );
     assert!(conf.contains("neighbor 198.51.100.1 as 65001"), "{conf}");
+    assert!(
+        conf.contains("bgp_local_pref = 2147483647 - krt_metric;"),
+        "{conf}"
+    );
     let first = peerconf::calico_bird_config(&s, &plans[0]);
     assert_eq!(first.matches("passive on").count(), 9, "{first}");
 }

@@ -94,6 +94,7 @@ async fn fib_with(n: u32) -> mpsc::Sender<FibMsg> {
             filter: Identity,
             kernel: Arc::new(KernelNews::default()),
             grace: gtx,
+            predecessor: None,
         },
     ));
     routes.send(Routes::Converged).await.unwrap();
