@@ -124,20 +124,32 @@ where
     match (style.format, style.time) {
         // Flat objects ({"timestamp","level","message",fields...,"target"}): what
         // Kubernetes log pipelines (Fluent Bit, Vector, Loki) parse without a rule.
-        (LogFormat::Json, _) => Box::new(
-            b.json()
+        (LogFormat::Json, _) => {
+            let b = b
+                .json()
                 .flatten_event(true)
                 .with_current_span(false)
                 .with_span_list(false)
                 .map_event_format(|f| Priority(f, j))
-                .finish(),
-        ),
-        (LogFormat::Text, true) => Box::new(b.map_event_format(|f| Priority(f, j)).finish()),
-        (LogFormat::Text, false) => Box::new(
-            b.without_time()
+                .with_filter_reloading();
+            keep_reload(b.reload_handle());
+            Box::new(b.finish())
+        }
+        (LogFormat::Text, true) => {
+            let b = b
                 .map_event_format(|f| Priority(f, j))
-                .finish(),
-        ),
+                .with_filter_reloading();
+            keep_reload(b.reload_handle());
+            Box::new(b.finish())
+        }
+        (LogFormat::Text, false) => {
+            let b = b
+                .without_time()
+                .map_event_format(|f| Priority(f, j))
+                .with_filter_reloading();
+            keep_reload(b.reload_handle());
+            Box::new(b.finish())
+        }
     }
 }
 
@@ -208,6 +220,36 @@ fn daily_files(
 }
 
 /// The filter: `RUST_LOG` when set and valid, else `level`, else `info`.
+/// Replaces the installed subscriber's filter (`tern log-level`).
+type Reload = Box<dyn Fn(tracing_subscriber::EnvFilter) -> Result<(), String> + Send + Sync>;
+
+/// The first installed subscriber's filter switch (a second `init` keeps the first
+/// subscriber, so its switch too).
+static RELOAD: std::sync::OnceLock<Reload> = std::sync::OnceLock::new();
+
+fn keep_reload<S: 'static>(
+    h: tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, S>,
+) {
+    let _ = RELOAD.set(Box::new(move |f| h.reload(f).map_err(|e| e.to_string())));
+}
+
+/// Sets the log filter at run time (`tern log-level`): a level (`debug`) or a filter
+/// (`tern=debug,info`), as `log:` in `tern.yaml`; it lasts until tern restarts.
+/// Returns what was done.
+pub fn set_filter(level: &str) -> Result<String, String> {
+    let level = level.trim();
+    let f = tracing_subscriber::EnvFilter::try_new(quiet_clients(level))
+        .map_err(|e| format!("{level:?} is not a log level or filter ({e}); use trace, debug, info, warn, error, off or a filter such as tern=debug,info"))?;
+    let reload = RELOAD
+        .get()
+        .ok_or_else(|| "the log is not set up for changes".to_string())?;
+    reload(f)?;
+    tracing::info!("log filter set to {level:?}");
+    Ok(format!(
+        "log filter set to {level:?} until tern restarts (then `log:` in tern.yaml, or RUST_LOG, applies)"
+    ))
+}
+
 fn filter(level: &str) -> tracing_subscriber::EnvFilter {
     let from_env = std::env::var("RUST_LOG")
         .ok()

@@ -109,6 +109,40 @@ enum Command {
     },
     /// Re-read the datastore now and apply what changed.
     Reload,
+    /// Reset one peer's session (root only): hard, or --soft in|out.
+    ///
+    /// Hard: Cease / Administrative Reset, then the session starts again; its routes go
+    /// until it is back. --soft in: ROUTE-REFRESH, the peer sends its routes again.
+    /// --soft out: every route is sent to it again.
+    Reset {
+        /// The peer's address.
+        peer: String,
+        /// Soft reset instead: `in` or `out`.
+        #[arg(long, value_parser = ["in", "out"])]
+        soft: Option<String>,
+        /// Text for the NOTIFICATION of a hard reset (RFC 9003).
+        #[arg(long)]
+        message: Option<String>,
+    },
+    /// Close one peer's session and keep it down (root only) until `tern enable`.
+    Disable {
+        /// The peer's address.
+        peer: String,
+        /// Text for the NOTIFICATION (RFC 9003).
+        #[arg(long)]
+        message: Option<String>,
+    },
+    /// Start a disabled peer's session again (root only).
+    Enable {
+        /// The peer's address.
+        peer: String,
+    },
+    /// Set the daemon's log filter until it restarts (root only).
+    #[command(name = "log-level")]
+    LogLevel {
+        /// A level (trace, debug, info, warn, error, off) or a filter (tern=debug,info).
+        level: String,
+    },
     /// Windows service: `install --config PATH`, `uninstall`, `run` (used by the SCM).
     Service {
         #[command(subcommand)]
@@ -276,6 +310,31 @@ fn main() -> ExitCode {
         Command::Diagnose => ask(CliCommand::Diagnose),
         Command::Health { live, ready } => ask(CliCommand::Health { live, ready }),
         Command::Reload => ask(CliCommand::Reload),
+        Command::Reset {
+            peer,
+            soft,
+            message,
+        } => ask(CliCommand::PeerAction {
+            address: peer,
+            action: match soft.as_deref() {
+                Some("in") => "soft-in",
+                Some(_) => "soft-out",
+                None => "reset",
+            }
+            .into(),
+            message,
+        }),
+        Command::Disable { peer, message } => ask(CliCommand::PeerAction {
+            address: peer,
+            action: "disable".into(),
+            message,
+        }),
+        Command::Enable { peer } => ask(CliCommand::PeerAction {
+            address: peer,
+            action: "enable".into(),
+            message: None,
+        }),
+        Command::LogLevel { level } => ask(CliCommand::LogLevel { level }),
         Command::Completions { shell } => {
             // Into memory first: clap_complete panics on a failed write (a closed pipe).
             let mut script = Vec::new();

@@ -6,7 +6,7 @@
 //! | 0 | the answer is good |
 //! | 1 | the answer is negative: not live / not ready, a diagnose finding of severity `error`, FIB routes missing or refused, reload rejected |
 //! | 3 | the daemon is not running (no socket, or nobody listening) |
-//! | 4 | permission denied (the socket is root-only) |
+//! | 4 | permission denied (the socket is root-only; actions need root) |
 //! | 5 | anything else: protocol error, timeout, an error from the daemon |
 
 use std::path::Path;
@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use serde::de::DeserializeOwned;
 
 use super::client::{self, ClientError};
-use super::proto::{DiagnoseReply, FibReply, HealthReply, ReloadReply, Request};
+use super::proto::{ActionReply, DiagnoseReply, FibReply, HealthReply, ReloadReply, Request};
 use super::render;
 
 /// A command of the CLI (what the user asked, before it becomes a [`Request`]).
@@ -56,6 +56,20 @@ pub enum CliCommand {
     },
     /// `tern reload`.
     Reload,
+    /// `tern reset|disable|enable PEER`.
+    PeerAction {
+        /// The peer.
+        address: String,
+        /// `reset`, `soft-in`, `soft-out`, `disable` or `enable`.
+        action: String,
+        /// NOTIFICATION text.
+        message: Option<String>,
+    },
+    /// `tern log-level LEVEL`.
+    LogLevel {
+        /// The new filter.
+        level: String,
+    },
 }
 
 /// Output format.
@@ -120,6 +134,18 @@ impl CliCommand {
             CliCommand::Diagnose => Request::Diagnose,
             CliCommand::Health { .. } => Request::Health,
             CliCommand::Reload => Request::Reload,
+            CliCommand::PeerAction {
+                address,
+                action,
+                message,
+            } => Request::PeerAction {
+                address: address.clone(),
+                action: action.clone(),
+                message: message.clone(),
+            },
+            CliCommand::LogLevel { level } => Request::LogLevel {
+                level: level.clone(),
+            },
         }
     }
 }
@@ -170,6 +196,9 @@ fn judge(command: &CliCommand, v: &serde_json::Value) -> Result<bool, String> {
         CliCommand::Diagnose => Ok(diagnose_good(&decode(v)?)),
         CliCommand::Health { live, ready } => Ok(health_good(&decode(v)?, *live, *ready)),
         CliCommand::Reload => Ok(decode::<ReloadReply>(v)?.accepted),
+        CliCommand::PeerAction { .. } | CliCommand::LogLevel { .. } => {
+            decode::<ActionReply>(v).map(|_| true)
+        }
     }
 }
 
@@ -208,6 +237,10 @@ fn text(
         CliCommand::Reload => {
             let r: ReloadReply = of(socket, line)?;
             (render::reload(&r), r.accepted)
+        }
+        CliCommand::PeerAction { .. } | CliCommand::LogLevel { .. } => {
+            let r: ActionReply = of(socket, line)?;
+            (format!("{}\n", r.done), true)
         }
     })
 }

@@ -51,6 +51,49 @@ pub enum Request {
     Health,
     /// Re-read the datastore now.
     Reload,
+    /// An action on one peer (root only): `reset`, `soft-in`, `soft-out`, `disable`
+    /// or `enable`.
+    PeerAction {
+        /// The peer's address.
+        address: String,
+        /// What to do.
+        action: String,
+        /// Text for the NOTIFICATION of a reset or a disable (RFC 9003).
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// Change the log filter at run time (root only): a level (`debug`) or a filter
+    /// (`tern=debug,info`), as `log:` in `tern.yaml`.
+    LogLevel {
+        /// The new filter.
+        level: String,
+    },
+}
+
+impl Request {
+    /// The requests that change the daemon rather than read it: only root may send
+    /// them, and each is logged with who asked.
+    pub fn is_action(&self) -> bool {
+        matches!(self, Request::PeerAction { .. } | Request::LogLevel { .. })
+    }
+
+    /// The command line the request stands for, for the log.
+    pub fn describe(&self) -> String {
+        match self {
+            Request::PeerAction {
+                address, action, ..
+            } => format!("{action} {address}"),
+            Request::LogLevel { level } => format!("log-level {level}"),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+/// The answer to an action: what was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionReply {
+    /// One line on what was done.
+    pub done: String,
 }
 
 /// A request with its version.
@@ -197,6 +240,9 @@ pub struct PeerInfo {
     /// A TCP-MD5 password is configured.
     #[serde(default)]
     pub md5: bool,
+    /// The operator disabled the session (`tern disable`); `tern enable` starts it.
+    #[serde(default)]
+    pub disabled: bool,
     /// GTSM (RFC 5082) is on, with this many hops at most.
     #[serde(default)]
     pub gtsm_hops: Option<u8>,

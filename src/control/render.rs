@@ -226,9 +226,14 @@ pub fn peers_with(r: &PeersReply, detail: bool) -> String {
         } else {
             String::new()
         };
+        let off = if p.disabled {
+            format!(" (disabled by the operator: `tern enable {addr}` starts it)")
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "  state         {} since {}{up}, {} flaps",
+            "  state         {} since {}{up}, {} flaps{off}",
             p.state, p.since, p.flaps
         );
         let _ = writeln!(out, "  families      {}", or_dash(p.families.join(", ")));

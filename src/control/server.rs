@@ -269,7 +269,10 @@ impl Server {
             };
             // tokio's peer_cred is getsockopt(SO_PEERCRED) into a `ucred` on Linux.
             let allowed = match stream.peer_cred() {
-                Ok(c) if c.uid() == 0 || c.uid() == me => Ok(()),
+                Ok(c) if c.uid() == 0 || c.uid() == me => Ok(Client {
+                    uid: Some(c.uid()),
+                    pid: c.pid(),
+                }),
                 Ok(c) => Err(format!(
                     "uid {} pid {}",
                     c.uid(),
@@ -280,7 +283,7 @@ impl Server {
             let sh = Arc::clone(&shared);
             tokio::spawn(async move {
                 match allowed {
-                    Ok(()) => serve(stream, sh).await,
+                    Ok(client) => serve(stream, sh, client).await,
                     Err(who) => refuse(stream, &who, sh.limits.request_bytes).await,
                 }
             });
@@ -311,7 +314,7 @@ impl Server {
                 }
             };
             let connected = std::mem::replace(&mut server, next);
-            tokio::spawn(serve(connected, Arc::clone(&shared)));
+            tokio::spawn(serve(connected, Arc::clone(&shared), Client::default()));
         }
     }
 }
@@ -442,8 +445,36 @@ async fn reply<W: AsyncWrite + Unpin>(w: &mut W, answer: Result<String, String>)
     w.flush().await
 }
 
-/// Parses a request line and asks the handler.
-async fn answer<H: Handler>(handler: &H, line: &[u8]) -> Result<String, String> {
+/// Who is on the other end of a connection, as the kernel says (Unix socket
+/// credentials); unknown on Windows, where only SYSTEM and Administrators can open
+/// the pipe at all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Client {
+    /// Its user id.
+    pub uid: Option<u32>,
+    /// Its process id.
+    pub pid: Option<i32>,
+}
+
+impl std::fmt::Display for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.uid, self.pid) {
+            (Some(u), Some(p)) => write!(f, "uid {u} pid {p}"),
+            (Some(u), None) => write!(f, "uid {u}"),
+            _ => f.write_str("an administrator (named pipe)"),
+        }
+    }
+}
+
+/// Whether `client` may send an action: root only (anyone the pipe lets in on
+/// Windows, which is SYSTEM and Administrators).
+fn may_act(client: &Client) -> bool {
+    client.uid.is_none_or(|u| u == 0)
+}
+
+/// Parses a request line and asks the handler. Actions are refused to anyone but root
+/// and logged with who asked.
+async fn answer<H: Handler>(handler: &H, line: &[u8], client: &Client) -> Result<String, String> {
     let value: serde_json::Value = serde_json::from_slice(line)
         .map_err(|e| format!("not a valid request (JSON expected): {e}"))?;
     // The version is checked on its own first, so a client of another version is told
@@ -460,11 +491,26 @@ async fn answer<H: Handler>(handler: &H, line: &[u8]) -> Result<String, String> 
     }
     let env =
         RequestEnvelope::deserialize(&value).map_err(|e| format!("not a valid request: {e}"))?;
+    if env.request.is_action() {
+        let what = env.request.describe();
+        if !may_act(client) {
+            tracing::warn!("control: `{what}` refused to {client}: actions need root");
+            return Err(format!(
+                "permission denied: `tern {what}` changes the daemon and needs root; you are {client}"
+            ));
+        }
+        let answer = handler.handle_text(env.request).await;
+        match &answer {
+            Ok(_) => tracing::info!("control: `{what}` asked by {client}: done"),
+            Err(e) => tracing::warn!("control: `{what}` asked by {client} failed: {e}"),
+        }
+        return answer;
+    }
     handler.handle_text(env.request).await
 }
 
 /// One connection: request lines in, one response line out for each.
-async fn serve<S, H>(stream: S, shared: Arc<Shared<H>>)
+async fn serve<S, H>(stream: S, shared: Arc<Shared<H>>, client: Client)
 where
     S: AsyncRead + AsyncWrite + Unpin,
     H: Handler,
@@ -495,7 +541,7 @@ where
         }
         let allowed = shared.budget.lock().map(|mut b| b.take()).unwrap_or(true);
         let answer = if allowed {
-            answer(shared.handler.as_ref(), &line).await
+            answer(shared.handler.as_ref(), &line, &client).await
         } else {
             Err(format!(
                 "too many requests: the daemon answers at most {} per second (limits.control_requests_per_second in tern.yaml); try again shortly",

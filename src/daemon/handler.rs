@@ -25,6 +25,7 @@ use crate::control::proto::{
 };
 use crate::control::server::Handler;
 
+mod actions;
 mod routes;
 
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -200,6 +201,15 @@ impl DaemonHandler {
             Request::Diagnose => self.diagnose().await,
             Request::Health => self.health(),
             Request::Reload => self.reload().await,
+            Request::PeerAction {
+                address,
+                action,
+                message,
+            } => {
+                self.peer_action(&address, &action, message.as_deref())
+                    .await
+            }
+            Request::LogLevel { level } => self.log_level(&level),
         }
     }
 
@@ -427,6 +437,7 @@ fn session_facts(p: &mut crate::control::proto::PeerInfo, st: &PeerStats) {
     p.messages_sent = counts(&st.messages.1);
     p.last_notification_received = st.last_notification_in.clone();
     p.last_notification_sent = st.last_notification_out.clone();
+    p.disabled = st.disabled;
     let Some(n) = &st.negotiated else { return };
     p.hold_time = Some(n.hold_time);
     p.keepalive = Some(n.keepalive);

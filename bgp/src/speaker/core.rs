@@ -10,6 +10,7 @@
 //! from then on only the prefixes of later changes are noted (memory bounded by the
 //! table), and [`Input::Writable`] sends what the Loc-RIB holds for them at that moment.
 
+mod operate;
 mod policy;
 mod send;
 
@@ -280,6 +281,7 @@ impl Speaker {
                 messages: Default::default(),
                 negotiated: p.negotiated.clone(),
                 notifications_out: p.notifications_out.clone(),
+                disabled: p.disabled,
             })
             .collect()
     }

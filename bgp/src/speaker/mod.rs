@@ -234,6 +234,14 @@ pub enum SpeakerCommand {
     /// one of them (cheap: nothing of the Adj-RIB-Out is copied); `None` if it is not a
     /// peer or not established. For the diagnoser, which asks about once a second.
     AdvertisedNextHops(IpAddr, oneshot::Sender<Option<Vec<NextHopUse>>>),
+    /// An operator's action on one peer, with the text for its NOTIFICATION; the
+    /// answer says what was done, or why nothing was.
+    Operate(
+        IpAddr,
+        PeerAction,
+        String,
+        oneshot::Sender<Result<String, String>>,
+    ),
     /// Stop every session with this message and end the task.
     Shutdown(Option<String>),
     /// Stop because this speaker restarts (a daemon stopped by SIGTERM, its kernel
@@ -241,6 +249,22 @@ pub enum SpeakerCommand {
     /// NOTIFICATION, so their peers keep our routes for our restart time (RFC 4724
     /// §4.2); the others get this message, as with [`SpeakerCommand::Shutdown`].
     ShutdownForRestart(Option<String>),
+}
+
+/// What an operator asks of one peer (`tern reset`, `tern disable`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAction {
+    /// End the session with Cease / Administrative Reset; it starts again at once.
+    Reset,
+    /// Ask the peer to send its routes again (ROUTE-REFRESH), judged by the current
+    /// import policy.
+    SoftIn,
+    /// Send the peer every route again under the current export policy.
+    SoftOut,
+    /// End the session with Cease / Administrative Shutdown and keep it down.
+    Disable,
+    /// Start a disabled peer's session again.
+    Enable,
 }
 
 /// Counters of one peer since it was configured.
@@ -274,6 +298,8 @@ pub struct PeerStats {
     pub messages: (MessageCounts, MessageCounts),
     /// What its session negotiated, while Established.
     pub negotiated: Option<Negotiated>,
+    /// The operator disabled it (`tern disable`).
+    pub disabled: bool,
 }
 
 /// The Loc-RIB's size, counted as paths come and go (the metrics ask each scrape).

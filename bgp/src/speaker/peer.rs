@@ -83,6 +83,8 @@ pub(super) struct Peer {
     /// Policy statements whose first rejection was reported (`import …`/`export …`):
     /// one event per statement and direction, not one per route.
     pub reported: BTreeSet<String>,
+    /// The operator disabled it (`tern disable`): no session until enabled.
+    pub disabled: bool,
 }
 
 impl Peer {
@@ -111,6 +113,7 @@ impl Peer {
             last_notification_out: None,
             negotiated: None,
             reported: BTreeSet::new(),
+            disabled: false,
         }
     }
 

@@ -231,6 +231,12 @@ impl Driver {
                 let _ = reply.send(self.core.advertised_next_hops(ip));
                 return;
             }
+            SpeakerCommand::Operate(ip, action, text, reply) => {
+                let (answer, outputs) = self.core.operate(ip, action, &text);
+                self.run_outputs(outputs).await;
+                let _ = reply.send(answer);
+                return;
+            }
             SpeakerCommand::Shutdown(_) | SpeakerCommand::ShutdownForRestart(_) => return,
         };
         self.input(input).await;

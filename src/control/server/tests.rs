@@ -153,3 +153,45 @@ fn the_pipe_admits_only_system_and_administrators() {
     assert_eq!(aces.len(), 2, "{sddl}");
     assert!(ok(aces[0], "BA") && ok(aces[1], "SY"), "{sddl}");
 }
+
+#[test]
+fn actions_need_root_and_reading_does_not() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let line = |r: Request| {
+        serde_json::to_vec(&crate::control::proto::RequestEnvelope {
+            version: crate::control::proto::VERSION,
+            request: r,
+        })
+        .unwrap()
+    };
+    let action = line(Request::LogLevel {
+        level: "debug".into(),
+    });
+    let user = super::Client {
+        uid: Some(1000),
+        pid: Some(42),
+    };
+    let root = super::Client {
+        uid: Some(0),
+        pid: Some(42),
+    };
+    let e = rt
+        .block_on(super::answer(&Canned, &action, &user))
+        .unwrap_err();
+    assert!(
+        e.starts_with("permission denied")
+            && e.contains("log-level debug")
+            && e.contains("uid 1000"),
+        "{e}"
+    );
+    // Root gets through to the handler (which has no answer for it here); so does
+    // the Windows pipe's client, whom only the pipe's ACL let in.
+    for who in [root, super::Client::default()] {
+        let e = rt
+            .block_on(super::answer(&Canned, &action, &who))
+            .unwrap_err();
+        assert_eq!(e, "not in this test");
+    }
+    let read = line(Request::Health);
+    assert!(rt.block_on(super::answer(&Canned, &read, &user)).is_ok());
+}
