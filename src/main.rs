@@ -137,6 +137,14 @@ enum Command {
         /// The peer's address.
         peer: String,
     },
+    /// Drain before maintenance (root only): RFC 8326 GRACEFUL_SHUTDOWN on every route.
+    ///
+    /// Every route sent carries the GRACEFUL_SHUTDOWN community (65535:0) and, towards
+    /// iBGP peers, LOCAL_PREF 0, so peers move their traffic to other paths while the
+    /// sessions stay up. Lasts until `tern undrain` or a restart.
+    Drain,
+    /// End `tern drain` (root only).
+    Undrain,
     /// Set the daemon's log filter until it restarts (root only).
     #[command(name = "log-level")]
     LogLevel {
@@ -335,6 +343,8 @@ fn main() -> ExitCode {
             message: None,
         }),
         Command::LogLevel { level } => ask(CliCommand::LogLevel { level }),
+        Command::Drain => ask(CliCommand::Drain { on: true }),
+        Command::Undrain => ask(CliCommand::Drain { on: false }),
         Command::Completions { shell } => {
             // Into memory first: clap_complete panics on a failed write (a closed pipe).
             let mut script = Vec::new();

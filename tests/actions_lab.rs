@@ -3,8 +3,9 @@
 //! (BIRD logs the Administrative Reset with the operator's text, the session comes
 //! back), `--soft in` (a ROUTE-REFRESH goes out and BIRD sends its routes again),
 //! `--soft out` (tern sends its routes again), `disable` (the session stays down and
-//! the route goes, whatever BIRD tries) and `enable`, `log-level` (debug lines appear;
-//! a bad filter is refused). Skips without root or BIRD; fails under CI=true.
+//! the route goes, whatever BIRD tries) and `enable`, `drain` / `undrain` (BIRD sees
+//! our block with GRACEFUL_SHUTDOWN, then without, the session untouched), `log-level`
+//! (debug lines appear; a bad filter is refused). Skips without root or BIRD; fails under CI=true.
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a failed step is the verdict
@@ -230,6 +231,41 @@ fn reset_soft_disable_enable_and_log_level_against_bird() {
     assert_eq!(code, 0, "{out}");
     up("the session back after enable");
     assert_eq!(tern.peer()["disabled"], false);
+
+    // Drain: BIRD sees our block with GRACEFUL_SHUTDOWN (65535,0) while the session
+    // stays up; undrain takes it off.
+    let block = || {
+        bird.cli(&["show", "route", "all", "for", "198.18.4.0/26"])
+            .unwrap_or_default()
+    };
+    let flaps = tern.peer()["flaps"].as_u64().unwrap_or(0);
+    let (code, out) = tern.cli(&["drain"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("GRACEFUL_SHUTDOWN"), "{out}");
+    wait_for("the community at BIRD", Duration::from_secs(20), || {
+        block().contains("(65535,0)")
+    })
+    .unwrap_or_else(|e| fail(&format!("{e}: {}", block())));
+    let (_, status) = tern.cli(&["status"]);
+    assert!(status.contains("draining"), "{status}");
+    let (code, out) = tern.cli(&["undrain"]);
+    assert_eq!(code, 0, "{out}");
+    wait_for(
+        "the community gone at BIRD",
+        Duration::from_secs(20),
+        || {
+            let b = block();
+            b.contains("198.18.4.0/26") && !b.contains("(65535,0)")
+        },
+    )
+    .unwrap_or_else(|e| fail(&format!("{e}: {}", block())));
+    assert_eq!(
+        tern.peer()["flaps"].as_u64().unwrap_or(0),
+        flaps,
+        "drain reset the session"
+    );
+    let (_, status) = tern.cli(&["status"]);
+    assert!(!status.contains("draining"), "{status}");
 
     // A peer that is not configured, and a soft reset with no such peer.
     let (code, out) = tern.cli(&["reset", "198.51.100.99"]);

@@ -70,6 +70,11 @@ pub enum CliCommand {
         /// The new filter.
         level: String,
     },
+    /// `tern drain` / `tern undrain`.
+    Drain {
+        /// Drain, or stop.
+        on: bool,
+    },
 }
 
 /// Output format.
@@ -146,6 +151,7 @@ impl CliCommand {
             CliCommand::LogLevel { level } => Request::LogLevel {
                 level: level.clone(),
             },
+            CliCommand::Drain { on } => Request::Drain { on: *on },
         }
     }
 }
@@ -196,7 +202,7 @@ fn judge(command: &CliCommand, v: &serde_json::Value) -> Result<bool, String> {
         CliCommand::Diagnose => Ok(diagnose_good(&decode(v)?)),
         CliCommand::Health { live, ready } => Ok(health_good(&decode(v)?, *live, *ready)),
         CliCommand::Reload => Ok(decode::<ReloadReply>(v)?.accepted),
-        CliCommand::PeerAction { .. } | CliCommand::LogLevel { .. } => {
+        CliCommand::PeerAction { .. } | CliCommand::LogLevel { .. } | CliCommand::Drain { .. } => {
             decode::<ActionReply>(v).map(|_| true)
         }
     }
@@ -238,7 +244,7 @@ fn text(
             let r: ReloadReply = of(socket, line)?;
             (render::reload(&r), r.accepted)
         }
-        CliCommand::PeerAction { .. } | CliCommand::LogLevel { .. } => {
+        CliCommand::PeerAction { .. } | CliCommand::LogLevel { .. } | CliCommand::Drain { .. } => {
             let r: ActionReply = of(socket, line)?;
             (format!("{}\n", r.done), true)
         }

@@ -62,6 +62,12 @@ pub enum Request {
         #[serde(default)]
         message: Option<String>,
     },
+    /// Drain (`on`: RFC 8326 GRACEFUL_SHUTDOWN on every route sent, LOCAL_PREF 0 to
+    /// iBGP peers) or stop draining (root only).
+    Drain {
+        /// Drain, or stop.
+        on: bool,
+    },
     /// Change the log filter at run time (root only): a level (`debug`) or a filter
     /// (`tern=debug,info`), as `log:` in `tern.yaml`.
     LogLevel {
@@ -74,7 +80,10 @@ impl Request {
     /// The requests that change the daemon rather than read it: only root may send
     /// them, and each is logged with who asked.
     pub fn is_action(&self) -> bool {
-        matches!(self, Request::PeerAction { .. } | Request::LogLevel { .. })
+        matches!(
+            self,
+            Request::PeerAction { .. } | Request::LogLevel { .. } | Request::Drain { .. }
+        )
     }
 
     /// The command line the request stands for, for the log.
@@ -84,6 +93,8 @@ impl Request {
                 address, action, ..
             } => format!("{action} {address}"),
             Request::LogLevel { level } => format!("log-level {level}"),
+            Request::Drain { on: true } => "drain".into(),
+            Request::Drain { on: false } => "undrain".into(),
             other => format!("{other:?}"),
         }
     }
@@ -148,6 +159,9 @@ pub struct DaemonInfo {
     /// stays (since when, and the store's reason); `None` when it answers.
     #[serde(default)]
     pub datastore_error: Option<String>,
+    /// `tern drain` is in force: every route sent carries GRACEFUL_SHUTDOWN.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// `tern status`.

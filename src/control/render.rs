@@ -159,6 +159,12 @@ fn status_at(r: &StatusReply, now: SystemTime) -> String {
             "datastore unreachable, the configuration in force stays: {e}"
         );
     }
+    if d.draining {
+        let _ = writeln!(
+            out,
+            "draining: every route sent carries GRACEFUL_SHUTDOWN (`tern undrain` ends it)"
+        );
+    }
     let now = humantime::format_rfc3339_seconds(now).to_string();
     let today = now.split('T').next().unwrap_or_default();
     for (family, v6) in [("IPv4", false), ("IPv6", true)] {

@@ -112,6 +112,7 @@ impl DaemonHandler {
             intent_revision: s.revision,
             config_error: s.config_error.clone(),
             datastore_error: s.datastore_error.clone(),
+            draining: s.draining,
         }
     }
 
@@ -210,6 +211,7 @@ impl DaemonHandler {
                     .await
             }
             Request::LogLevel { level } => self.log_level(&level),
+            Request::Drain { on } => self.drain(on).await,
         }
     }
 

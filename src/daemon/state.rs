@@ -79,6 +79,8 @@ pub struct State {
     /// The findings in force, as the diagnoser last evaluated them (`tern diagnose`,
     /// the metrics and the log follow this one list).
     pub findings: Vec<crate::control::proto::FindingInfo>,
+    /// `tern drain` is in force (until `tern undrain` or a restart).
+    pub draining: bool,
 }
 
 impl State {
@@ -100,6 +102,7 @@ impl State {
             kernel_originated: Default::default(),
             troubles: Default::default(),
             findings: Vec::new(),
+            draining: false,
         }
     }
 

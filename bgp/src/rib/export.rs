@@ -58,6 +58,10 @@ pub struct ExportPolicy {
     /// Our end of the session's TCP connection, once it is up: the next hop of the
     /// routes of its family towards an eBGP peer, before `local_v4` / `local_v6`.
     pub session_local: Option<IpAddr>,
+    /// We are draining (`tern drain`, RFC 8326): every route carries the
+    /// GRACEFUL_SHUTDOWN community, and towards iBGP peers LOCAL_PREF 0, so peers
+    /// move to other paths before this node goes.
+    pub graceful_shutdown: bool,
 }
 
 /// A path as it goes to one peer: its attributes and next hop.
@@ -151,6 +155,14 @@ pub fn export(path: &Path, policy: &ExportPolicy) -> Option<Exported> {
             path.next_hop
         }
     };
+    if policy.graceful_shutdown {
+        if !out.communities.contains(&Community::GRACEFUL_SHUTDOWN) {
+            out.communities.push(Community::GRACEFUL_SHUTDOWN);
+        }
+        if !policy.ebgp {
+            out.local_pref = Some(0);
+        }
+    }
     Some(Exported {
         attrs: out,
         next_hop,
@@ -193,6 +205,12 @@ impl AdjRibOut {
             add_path: Vec::new(),
             paths: BTreeMap::new(),
         }
+    }
+
+    /// Drains (RFC 8326) or stops draining: later exports carry the change (the
+    /// caller sends the table again).
+    pub fn set_graceful_shutdown(&mut self, on: bool) {
+        self.policy.graceful_shutdown = on;
     }
 
     /// Sends every path of the ECMP set for these families (the session negotiated

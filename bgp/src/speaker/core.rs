@@ -134,6 +134,8 @@ pub struct Speaker {
     restart: OwnRestart,
     /// Our own routes' kinds, for export policy.
     origins: OwnRoutes,
+    /// Draining (`tern drain`): every export carries GRACEFUL_SHUTDOWN.
+    draining: bool,
     out: Vec<Output>,
 }
 
@@ -172,6 +174,7 @@ impl Speaker {
             peers,
             me,
             origins: OwnRoutes::new(),
+            draining: false,
             out: Vec::new(),
         };
         (speaker, out)
@@ -558,13 +561,14 @@ impl Speaker {
         let Some(p) = self.peers.get_mut(&ip) else {
             return;
         };
-        let rib = AdjRibOut::new(peer::export_policy(
+        let mut rib = AdjRibOut::new(peer::export_policy(
             &self.cfg,
             &p.cfg,
             negotiated.local_address,
         ))
         .with_families(&negotiated.families)
         .with_add_path(&negotiated.add_path_send);
+        rib.set_graceful_shutdown(self.draining);
         p.out = Some(Out {
             rib,
             tx: negotiated.tx,

@@ -242,6 +242,9 @@ pub enum SpeakerCommand {
         String,
         oneshot::Sender<Result<String, String>>,
     ),
+    /// Drain (`true`, RFC 8326 GRACEFUL_SHUTDOWN on every route) or stop draining;
+    /// the answer says what was done.
+    Drain(bool, oneshot::Sender<String>),
     /// Stop every session with this message and end the task.
     Shutdown(Option<String>),
     /// Stop because this speaker restarts (a daemon stopped by SIGTERM, its kernel

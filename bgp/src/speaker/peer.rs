@@ -317,6 +317,7 @@ pub(super) fn export_policy(
             _ => None,
         }),
         session_local: session_local.filter(|a| !a.is_unspecified()),
+        graceful_shutdown: false,
     }
 }
 

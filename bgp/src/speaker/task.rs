@@ -237,6 +237,12 @@ impl Driver {
                 let _ = reply.send(answer);
                 return;
             }
+            SpeakerCommand::Drain(on, reply) => {
+                let (answer, outputs) = self.core.drain(on);
+                self.run_outputs(outputs).await;
+                let _ = reply.send(answer);
+                return;
+            }
             SpeakerCommand::Shutdown(_) | SpeakerCommand::ShutdownForRestart(_) => return,
         };
         self.input(input).await;

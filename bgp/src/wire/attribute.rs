@@ -67,6 +67,8 @@ impl Community {
     pub const NO_ADVERTISE: Community = Community(0xFFFF_FF02);
     /// NO_EXPORT_SUBCONFED.
     pub const NO_EXPORT_SUBCONFED: Community = Community(0xFFFF_FF03);
+    /// GRACEFUL_SHUTDOWN (RFC 8326): the sender is about to go away.
+    pub const GRACEFUL_SHUTDOWN: Community = Community(0xFFFF_0000);
 }
 
 impl std::fmt::Display for Community {

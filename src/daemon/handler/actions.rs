@@ -43,6 +43,18 @@ impl DaemonHandler {
         json(&ActionReply { done })
     }
 
+    /// `tern drain` / `tern undrain`.
+    pub(super) async fn drain(&self, on: bool) -> Result<Value, String> {
+        let (tx, rx) = oneshot::channel();
+        self.speaker()?
+            .send(SpeakerCommand::Drain(on, tx))
+            .await
+            .map_err(|_| "the BGP speaker has stopped".to_string())?;
+        let done = ask("BGP speaker", rx).await?;
+        self.lock()?.draining = on;
+        json(&ActionReply { done })
+    }
+
     /// `tern log-level LEVEL`.
     pub(super) fn log_level(&self, level: &str) -> Result<Value, String> {
         let done = crate::logging::set_filter(level)?;

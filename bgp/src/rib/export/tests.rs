@@ -71,6 +71,7 @@ fn policy(peer: &str, ebgp: bool) -> ExportPolicy {
         local_v4: Some(ME),
         local_v6: "2001:db8::1".parse().ok(),
         session_local: None,
+        graceful_shutdown: false,
     }
 }
 
@@ -165,6 +166,7 @@ const SESSION: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 5);
 fn on_session(peer: &str, ebgp: bool, local: IpAddr) -> ExportPolicy {
     ExportPolicy {
         session_local: Some(local),
+        graceful_shutdown: false,
         ..policy(peer, ebgp)
     }
 }
@@ -579,4 +581,42 @@ fn a_plain_ibgp_peer_gets_no_ibgp_path_but_withdrawals_of_what_it_had() {
     assert_eq!(ups.len(), 1);
     assert_eq!(ups[0].withdrawn.len(), 1, "{ups:?}");
     assert_eq!(out.len(), 0);
+}
+
+#[test]
+fn draining_adds_graceful_shutdown_and_lowers_local_pref_inside_the_as() {
+    let own = path(local(), attrs());
+    let drain = |peer: &str, ebgp: bool| ExportPolicy {
+        graceful_shutdown: true,
+        ..policy(peer, ebgp)
+    };
+    let to_ibgp = export(&own, &drain("198.51.100.3", false)).unwrap_or_else(|| panic!("kept"));
+    assert_eq!(
+        to_ibgp.attrs.communities,
+        vec![Community::GRACEFUL_SHUTDOWN]
+    );
+    assert_eq!(to_ibgp.attrs.local_pref, Some(0));
+    let to_ebgp = export(&own, &drain("203.0.113.9", true)).unwrap_or_else(|| panic!("kept"));
+    assert_eq!(
+        to_ebgp.attrs.communities,
+        vec![Community::GRACEFUL_SHUTDOWN]
+    );
+    assert_eq!(to_ebgp.attrs.local_pref, None);
+    // Present already: not twice. Not draining: untouched.
+    let marked = path(
+        local(),
+        PathAttributes {
+            communities: vec![Community::GRACEFUL_SHUTDOWN],
+            ..attrs()
+        },
+    );
+    let e = export(&marked, &drain("198.51.100.3", false)).unwrap_or_else(|| panic!("kept"));
+    assert_eq!(e.attrs.communities.len(), 1);
+    let plain = export(&own, &policy("198.51.100.3", false)).unwrap_or_else(|| panic!("kept"));
+    assert!(plain.attrs.communities.is_empty());
+    assert_eq!(plain.attrs.local_pref, Some(300));
+    assert_eq!(
+        Community::GRACEFUL_SHUTDOWN.to_string(),
+        "graceful-shutdown"
+    );
 }

@@ -25,6 +25,31 @@ impl Speaker {
         (r, std::mem::take(&mut self.out))
     }
 
+    /// `tern drain` (`on`) and `tern undrain`: every route to every peer carries the
+    /// GRACEFUL_SHUTDOWN community (RFC 8326), and LOCAL_PREF 0 towards iBGP peers,
+    /// or no longer; the difference goes out at once. Sessions stay up.
+    pub fn drain(&mut self, on: bool) -> (String, Vec<Output>) {
+        let was = std::mem::replace(&mut self.draining, on);
+        let ips: Vec<IpAddr> = self.peers.keys().copied().collect();
+        let mut sent = 0;
+        for ip in ips {
+            let Some(out) = self.peers.get_mut(&ip).and_then(|p| p.out.as_mut()) else {
+                continue;
+            };
+            out.rib.set_graceful_shutdown(on);
+            self.reexport(ip);
+            sent += 1;
+        }
+        let text = match (was, on) {
+            (true, true) => format!("draining already; the table sent again to {sent} established peers"),
+            (false, true) => format!(
+                "draining: every route now carries GRACEFUL_SHUTDOWN (65535:0), LOCAL_PREF 0 towards iBGP peers; sent to {sent} established peers. Sessions stay up; `tern undrain` ends it"
+            ),
+            (_, false) => format!("not draining: routes sent to {sent} established peers without GRACEFUL_SHUTDOWN"),
+        };
+        (text, std::mem::take(&mut self.out))
+    }
+
     fn operate_inner(
         &mut self,
         ip: IpAddr,

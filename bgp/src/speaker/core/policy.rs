@@ -100,7 +100,7 @@ impl Speaker {
 
     /// The new export program on the Loc-RIB for peer `ip`: only the difference is
     /// sent. Returns what was done.
-    fn reexport(&mut self, ip: IpAddr) -> String {
+    pub(super) fn reexport(&mut self, ip: IpAddr) -> String {
         let Some(p) = self.peers.get_mut(&ip) else {
             return String::new();
         };
