@@ -202,6 +202,8 @@ fn negotiated(last: u8, gr: Option<u16>) -> Box<Negotiated> {
         add_path_receive: Vec::new(),
         add_path_send: Vec::new(),
         local_address: None,
+        local_port: None,
+        remote_port: None,
     })
 }
 

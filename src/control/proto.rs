@@ -241,6 +241,12 @@ pub struct PeerInfo {
     /// Our end of the session's TCP connection (address), while Established.
     #[serde(default)]
     pub local_address: Option<String>,
+    /// Our TCP port on the connection; null when down.
+    #[serde(default)]
+    pub local_port: Option<u16>,
+    /// The peer's TCP port on the connection (179 when we connected); null when down.
+    #[serde(default)]
+    pub remote_port: Option<u16>,
     /// The last NOTIFICATION the peer sent us (`Code / Subcode`, then any text).
     #[serde(default)]
     pub last_notification_received: Option<String>,

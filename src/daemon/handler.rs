@@ -445,6 +445,8 @@ fn session_facts(p: &mut crate::control::proto::PeerInfo, st: &PeerStats) {
     p.keepalive = Some(n.keepalive);
     p.remote_router_id = Some(n.peer_id.to_string());
     p.local_address = n.local_address.map(|a| a.to_string());
+    p.local_port = n.local_port;
+    p.remote_port = n.remote_port;
     p.graceful_restart = n.peer_graceful_restart.as_ref().map(|g| {
         let kept: Vec<String> = g
             .families

@@ -44,6 +44,11 @@ pub struct Negotiated {
     /// session is up (the sans-IO machine has no socket: None there): the NEXT_HOP
     /// an eBGP peer gets (RFC 4271 §5.1.3).
     pub local_address: Option<IpAddr>,
+    /// Our TCP port on the connection (filled in with `local_address`).
+    pub local_port: Option<u16>,
+    /// The peer's TCP port on the connection: 179 when we connected, its ephemeral
+    /// port when it did.
+    pub remote_port: Option<u16>,
 }
 
 impl Negotiated {
@@ -163,5 +168,7 @@ pub fn negotiate(local: &Open, remote: &Open, keepalive: Option<u16>) -> Negotia
         add_path_receive,
         add_path_send,
         local_address: None,
+        local_port: None,
+        remote_port: None,
     }
 }

@@ -535,11 +535,14 @@ impl Driver {
             }
             Action::Up(mut negotiated) => {
                 // Canonical: a v4-mapped address on a dual-stack socket is the IPv4 one.
-                negotiated.local_address = self
+                let local = self.conn.as_ref().and_then(|c| c.local_addr().ok());
+                negotiated.local_address = local.map(|a| a.ip().to_canonical());
+                negotiated.local_port = local.map(|a| a.port());
+                negotiated.remote_port = self
                     .conn
                     .as_ref()
-                    .and_then(|c| c.local_addr().ok())
-                    .map(|a| a.ip().to_canonical());
+                    .and_then(|c| c.peer_addr().ok())
+                    .map(|a| a.port());
                 let _ = self
                     .events
                     .send(SessionEvent::Up { peer, negotiated })

@@ -135,6 +135,8 @@ pub fn up(words: &[&str]) -> (IpAddr, Negotiated) {
         add_path_receive: Vec::new(),
         add_path_send: Vec::new(),
         local_address: None,
+        local_port: None,
+        remote_port: None,
     };
     let (mut gr_time, mut gr_families, mut forwarding) = (None, None, true);
     let mut add_path = false;

@@ -106,12 +106,16 @@ pub(super) fn peer_detail(out: &mut String, p: &PeerInfo) {
         "  router id     {}",
         or_dash(p.remote_router_id.clone().unwrap_or_default())
     );
+    let local = match (&p.local_address, p.local_port) {
+        (Some(a), Some(port)) => format!("{a} port {port}"),
+        (Some(a), None) => a.clone(),
+        (None, _) => "-".into(),
+    };
     let _ = writeln!(
         out,
-        "  connection    local {}, remote {} port {}",
-        or_dash(p.local_address.clone().unwrap_or_default()),
+        "  connection    local {local}, remote {} port {}",
         p.address,
-        p.port
+        p.remote_port.unwrap_or(p.port)
     );
     let _ = writeln!(
         out,

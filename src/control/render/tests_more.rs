@@ -42,6 +42,8 @@ fn up_peer() -> PeerInfo {
         keepalive: Some(30),
         remote_router_id: Some("198.51.100.11".into()),
         local_address: Some("198.51.100.10".into()),
+        local_port: Some(40123),
+        remote_port: Some(179),
         last_notification_sent: Some("Cease / Administrative Reset".into()),
         graceful_restart: Some(
             "peer restart time 120s, forwarding preserved for ipv4-unicast".into(),
@@ -129,7 +131,7 @@ fn one_peer_in_detail() {
     for line in [
         "  timers        hold 90s, keepalive 30s (negotiated)",
         "  router id     198.51.100.11",
-        "  connection    local 198.51.100.10, remote 198.51.100.11 port 179",
+        "  connection    local 198.51.100.10 port 40123, remote 198.51.100.11 port 179",
         "  received      15 total: 1 open, 4 update, 0 notification, 10 keepalive, 0 route-refresh",
         "  sent          16 total: 1 open, 2 update, 1 notification, 11 keepalive, 1 route-refresh",
         "  notif. in     -",
@@ -287,6 +289,8 @@ fn json_names_of_the_new_fields() {
         "keepalive",
         "remote_router_id",
         "local_address",
+        "local_port",
+        "remote_port",
         "last_notification_received",
         "last_notification_sent",
         "graceful_restart",

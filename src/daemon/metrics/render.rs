@@ -326,9 +326,8 @@ fn peer_counters(reg: &mut Registry, peers: &[PeerInfo]) {
     }
 }
 
-/// BGP messages by type and NOTIFICATIONs by code, per peer and direction. The speaker
-/// counts UPDATEs and NOTIFICATIONs; OPEN, KEEPALIVE and ROUTE-REFRESH are handled
-/// inside the session and not counted (yet).
+/// BGP messages by type (as the session counted them on the wire, since the peer was
+/// configured) and NOTIFICATIONs by code, per peer and direction.
 fn message_metrics(reg: &mut Registry, peers: &[PeerInfo], stats: &[PeerStats]) {
     let by_peer: BTreeMap<String, &PeerStats> =
         stats.iter().map(|s| (s.address.to_string(), s)).collect();
@@ -340,14 +339,20 @@ fn message_metrics(reg: &mut Registry, peers: &[PeerInfo], stats: &[PeerStats]) 
         let notes = Family::<Labels, Counter>::default();
         for x in peers {
             let st = by_peer.get(&x.address);
-            let (updates, codes) = match dir {
-                "received" => (x.updates_in, st.map(|s| &s.notifications_in)),
-                _ => (x.updates_out, st.map(|s| &s.notifications_out)),
+            let (m, codes) = match dir {
+                "received" => (&x.messages_received, st.map(|s| &s.notifications_in)),
+                _ => (&x.messages_sent, st.map(|s| &s.notifications_out)),
             };
             let typed = |t: &str| label(&[("peer", &x.address), ("type", t)]);
-            msgs.get_or_create(&typed("update")).inc_by(updates);
-            let total = codes.map_or(0, |c| c.values().sum());
-            msgs.get_or_create(&typed("notification")).inc_by(total);
+            for (t, n) in [
+                ("open", m.open),
+                ("update", m.update),
+                ("notification", m.notification),
+                ("keepalive", m.keepalive),
+                ("route_refresh", m.route_refresh),
+            ] {
+                msgs.get_or_create(&typed(t)).inc_by(n);
+            }
             for (code, count) in codes.into_iter().flatten() {
                 notes
                     .get_or_create(&label(&[("peer", &x.address), ("code", code)]))

@@ -160,3 +160,48 @@ fn fib_counts_become_series() {
     );
     assert!(out.contains(&build), "{out}");
 }
+
+/// Every message type each way, as the session counted them.
+#[test]
+fn messages_are_counted_by_type() {
+    use crate::control::proto::{MessageCounts, PeerInfo, StatusReply};
+    let peer = PeerInfo {
+        address: "198.51.100.1".into(),
+        kind: "global".into(),
+        state: "Established".into(),
+        messages_received: MessageCounts {
+            open: 1,
+            update: 4,
+            notification: 0,
+            keepalive: 9,
+            route_refresh: 2,
+        },
+        messages_sent: MessageCounts {
+            open: 1,
+            update: 3,
+            notification: 1,
+            keepalive: 8,
+            route_refresh: 0,
+        },
+        ..PeerInfo::default()
+    };
+    let out = encode_facts(&Facts {
+        status: Some(StatusReply {
+            peers: vec![peer],
+            ..StatusReply::default()
+        }),
+        ..Facts::default()
+    });
+    for (dir, t, n) in [
+        ("received", "open", 1),
+        ("received", "keepalive", 9),
+        ("received", "route_refresh", 2),
+        ("received", "update", 4),
+        ("sent", "notification", 1),
+        ("sent", "keepalive", 8),
+    ] {
+        let line =
+            format!("tern_bgp_messages_{dir}_total{{peer=\"198.51.100.1\",type=\"{t}\"}} {n}\n");
+        assert!(out.contains(&line), "{line} in {out}");
+    }
+}
