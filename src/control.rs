@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod monitor;
 pub mod proto;
 pub mod render;
 pub mod server;

@@ -29,6 +29,7 @@ mod handler;
 mod intent;
 mod memory;
 mod metrics;
+mod monitor;
 mod policy;
 mod routes;
 mod run;

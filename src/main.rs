@@ -137,6 +137,20 @@ enum Command {
         /// The peer's address.
         peer: String,
     },
+    /// Watch session and route changes live, until interrupted.
+    ///
+    /// One line per change: sessions going up, down or through their states, and the
+    /// Loc-RIB's best path of a prefix changing or going. `-o json` prints one JSON
+    /// object per line.
+    Monitor {
+        /// Only this peer's session changes and the routes it provides (withdrawals
+        /// name no peer and are always shown).
+        #[arg(long)]
+        peer: Option<String>,
+        /// Only routes inside this prefix, or covering this address.
+        #[arg(long)]
+        prefix: Option<String>,
+    },
     /// Drain before maintenance (root only): RFC 8326 GRACEFUL_SHUTDOWN on every route.
     ///
     /// Every route sent carries the GRACEFUL_SHUTDOWN community (65535:0) and, towards
@@ -343,6 +357,10 @@ fn main() -> ExitCode {
             message: None,
         }),
         Command::LogLevel { level } => ask(CliCommand::LogLevel { level }),
+        Command::Monitor { peer, prefix } => {
+            let socket = socket.unwrap_or_else(tern::control::client::default_socket);
+            tern::control::cli::monitor(&socket, peer, prefix, output.cli())
+        }
         Command::Drain => ask(CliCommand::Drain { on: true }),
         Command::Undrain => ask(CliCommand::Drain { on: false }),
         Command::Completions { shell } => {

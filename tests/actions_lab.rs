@@ -1,7 +1,7 @@
 //! The operator's actions against a real peer: one `tern run` node and a BIRD router
 //! on a LAN in network namespaces, BIRD announcing 198.18.100.0/24. `tern reset`
 //! (BIRD logs the Administrative Reset with the operator's text, the session comes
-//! back), `--soft in` (a ROUTE-REFRESH goes out and BIRD sends its routes again),
+//! back; two `tern monitor` streams, one filtered by prefix, see it happen), `--soft in` (a ROUTE-REFRESH goes out and BIRD sends its routes again),
 //! `--soft out` (tern sends its routes again), `disable` (the session stays down and
 //! the route goes, whatever BIRD tries) and `enable`, `drain` / `undrain` (BIRD sees
 //! our block with GRACEFUL_SHUTDOWN, then without, the session untouched), `log-level`
@@ -94,6 +94,54 @@ impl Tern {
     }
 }
 
+/// A `tern monitor -o json` process and the events it printed so far.
+struct Monitor {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl Monitor {
+    fn start(tern: &Tern, args: &[&str]) -> Monitor {
+        let mut child = std::process::Command::new(TERN)
+            .arg("monitor")
+            .args(args)
+            .args(["-o", "json", "--socket"])
+            .arg(&tern.socket)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = std::sync::Arc::clone(&lines);
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str(&l) {
+                    into.lock().unwrap().push(v);
+                }
+            }
+        });
+        // Subscribed before anything happens.
+        let m = Monitor { child, lines };
+        wait_for("the monitor to subscribe", Duration::from_secs(10), || {
+            !m.lines().is_empty()
+        })
+        .unwrap();
+        m
+    }
+
+    fn lines(&self) -> Vec<serde_json::Value> {
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn count(p: &serde_json::Value, dir: &str, kind: &str) -> u64 {
     p[dir][kind].as_u64().unwrap_or(0)
 }
@@ -159,6 +207,10 @@ fn reset_soft_disable_enable_and_log_level_against_bird() {
     };
     up("the session and BIRD's route");
 
+    // `tern monitor` sees what follows: one stream of everything, one of the prefix.
+    let all = Monitor::start(&tern, &[]);
+    let only_prefix = Monitor::start(&tern, &["--prefix", PREFIX]);
+
     // Hard reset: BIRD hears an Administrative Reset with our text; the session and
     // the route come back.
     let flaps = tern.peer()["flaps"].as_u64().unwrap_or(0);
@@ -181,6 +233,39 @@ fn reset_soft_disable_enable_and_log_level_against_bird() {
         "{}",
         tern.log()
     );
+    // The monitor saw the session go down and come back, and the route go and come
+    // back; the prefix's stream saw the route only.
+    let seen = |m: &Monitor, kind: &str, subject: &str, text: &str| {
+        m.lines().iter().any(|e| {
+            e["type"] == kind
+                && (e["peer"] == subject || e["prefix"] == subject)
+                && e["text"].as_str().is_some_and(|t| t.starts_with(text))
+        })
+    };
+    wait_for("the monitor's events", Duration::from_secs(20), || {
+        seen(
+            &all,
+            "session",
+            BIRD_IP,
+            "down: sent NOTIFICATION Cease / Administrative Reset",
+        ) && seen(&all, "session", BIRD_IP, "Established")
+            && seen(&all, "route", PREFIX, "withdrawn")
+            && seen(&all, "route", PREFIX, "best via 198.51.100.1")
+            && seen(&only_prefix, "route", PREFIX, "withdrawn")
+            && seen(&only_prefix, "route", PREFIX, "best via")
+    })
+    .unwrap_or_else(|e| fail(&format!("{e}: {:#?}", all.lines())));
+    let first = &all.lines()[0];
+    assert_eq!(first["type"], "subscribed", "{first}");
+    assert!(
+        only_prefix
+            .lines()
+            .iter()
+            .all(|e| e["type"] != "session" && (e["type"] != "route" || e["prefix"] == PREFIX)),
+        "{:#?}",
+        only_prefix.lines()
+    );
+    drop((all, only_prefix));
 
     // Soft in: a ROUTE-REFRESH goes out, and BIRD answers with its routes again.
     let before = tern.peer();

@@ -15,7 +15,9 @@ use std::process::ExitCode;
 use serde::de::DeserializeOwned;
 
 use super::client::{self, ClientError};
-use super::proto::{ActionReply, DiagnoseReply, FibReply, HealthReply, ReloadReply, Request};
+use super::proto::{
+    ActionReply, DiagnoseReply, FibReply, HealthReply, MonitorEvent, ReloadReply, Request,
+};
 use super::render;
 
 /// A command of the CLI (what the user asked, before it becomes a [`Request`]).
@@ -182,6 +184,47 @@ pub fn run(command: CliCommand, socket: &Path, output: Output) -> ExitCode {
                 ClientError::NotRunning(_) => NOT_RUNNING,
                 ClientError::PermissionDenied(_) => DENIED,
                 ClientError::Daemon(_) | ClientError::Protocol(_) | ClientError::Timeout => FAILED,
+            })
+        }
+    }
+}
+
+/// `tern monitor [--peer ADDR] [--prefix P]`: prints each session and route change as
+/// it happens (text, or one JSON object per line with `-o json`, a YAML document each
+/// with `-o yaml`) until interrupted. When the daemon goes, the stream ends with exit
+/// code 3.
+pub fn monitor(
+    socket: &Path,
+    peer: Option<String>,
+    prefix: Option<String>,
+    output: Output,
+) -> ExitCode {
+    let request = Request::Monitor { peer, prefix };
+    let printed = client::stream(socket, request, |e: MonitorEvent| {
+        match output {
+            Output::Json => match serde_json::to_string(&e) {
+                Ok(line) => println!("{line}"),
+                Err(err) => eprintln!("tern: cannot print an event: {err}"),
+            },
+            Output::Yaml => match serde_saphyr::to_string(&e) {
+                Ok(doc) => print!("---\n{doc}"),
+                Err(err) => eprintln!("tern: cannot print an event: {err}"),
+            },
+            Output::Text | Output::Wide => println!("{}", render::monitor_event(&e)),
+        }
+        true
+    });
+    match printed {
+        Ok(()) => {
+            eprintln!("tern: the daemon closed the stream (it stopped or restarted)");
+            ExitCode::from(NOT_RUNNING)
+        }
+        Err(e) => {
+            eprintln!("tern: {e}");
+            ExitCode::from(match e {
+                ClientError::NotRunning(_) => NOT_RUNNING,
+                ClientError::PermissionDenied(_) => DENIED,
+                _ => FAILED,
             })
         }
     }

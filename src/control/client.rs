@@ -166,16 +166,34 @@ fn exchange(socket: &Path, name: &str, line: &[u8]) -> Result<String, ClientErro
 /// and the CLI stops waiting after [`TIMEOUT`] (the process exits right after).
 #[cfg(windows)]
 fn exchange(socket: &Path, name: &str, line: &[u8]) -> Result<String, ClientError> {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let pipe = open_pipe(socket, name, deadline)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (owned_name, owned_line) = (name.to_string(), line.to_vec());
+    std::thread::spawn(move || {
+        let _ = tx.send(talk(pipe, &owned_name, &owned_line));
+    });
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    rx.recv_timeout(left).unwrap_or(Err(ClientError::Timeout))
+}
+
+/// Opens the daemon's pipe, waiting while every instance is busy (the daemon is about
+/// to create the next one) until `deadline`.
+#[cfg(windows)]
+fn open_pipe(
+    socket: &Path,
+    name: &str,
+    deadline: std::time::Instant,
+) -> Result<std::fs::File, ClientError> {
     /// All pipe instances are busy: the daemon is about to create the next one.
     const ERROR_PIPE_BUSY: i32 = 231;
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    let pipe = loop {
+    loop {
         match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(socket)
         {
-            Ok(p) => break p,
+            Ok(p) => return Ok(p),
             Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) => {
                 if std::time::Instant::now() >= deadline {
                     return Err(ClientError::Timeout);
@@ -184,12 +202,56 @@ fn exchange(socket: &Path, name: &str, line: &[u8]) -> Result<String, ClientErro
             }
             Err(e) => return Err(open_error(name, e)),
         }
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (owned_name, owned_line) = (name.to_string(), line.to_vec());
-    std::thread::spawn(move || {
-        let _ = tx.send(talk(pipe, &owned_name, &owned_line));
-    });
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
-    rx.recv_timeout(left).unwrap_or(Err(ClientError::Timeout))
+    }
+}
+
+/// A connection for a stream of answers: no read timeout (events come when they
+/// come).
+#[cfg(unix)]
+fn open_stream(socket: &Path, name: &str) -> Result<std::os::unix::net::UnixStream, ClientError> {
+    let stream =
+        std::os::unix::net::UnixStream::connect(socket).map_err(|e| open_error(name, e))?;
+    stream
+        .set_write_timeout(Some(TIMEOUT))
+        .map_err(|e| ClientError::Protocol(format!("{name}: {e}")))?;
+    Ok(stream)
+}
+
+#[cfg(windows)]
+fn open_stream(socket: &Path, name: &str) -> Result<std::fs::File, ClientError> {
+    open_pipe(socket, name, std::time::Instant::now() + TIMEOUT)
+}
+
+/// Sends a streaming request (`monitor`) and hands the result of each answer line to
+/// `each`, until the daemon closes the connection or `each` returns false. An error
+/// answer ends the stream with that error.
+pub fn stream<T: serde::de::DeserializeOwned>(
+    socket: &Path,
+    request: Request,
+    mut each: impl FnMut(T) -> bool,
+) -> Result<(), ClientError> {
+    let name = socket.display().to_string();
+    let mut line = serde_json::to_vec(&RequestEnvelope {
+        version: VERSION,
+        request,
+    })
+    .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
+    line.push(b'\n');
+    let mut conn = open_stream(socket, &name)?;
+    conn.write_all(&line)
+        .and_then(|()| conn.flush())
+        .map_err(|e| ClientError::Protocol(format!("{name}: cannot send the request: {e}")))?;
+    let mut reader = BufReader::new(conn);
+    loop {
+        let mut answer = String::new();
+        match (&mut reader).take(MAX_ANSWER).read_line(&mut answer) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {
+                if !each(result_of(socket, &answer)?) {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(ClientError::Protocol(format!("{name}: {e}"))),
+        }
+    }
 }

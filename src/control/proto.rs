@@ -62,6 +62,17 @@ pub enum Request {
         #[serde(default)]
         message: Option<String>,
     },
+    /// A live stream of session and route changes (`tern monitor`): the answer is
+    /// one line per event until the client closes, each a [`MonitorEvent`], the
+    /// first `{"type":"subscribed"}`.
+    Monitor {
+        /// Only this peer's session changes and the routes it provides.
+        #[serde(default)]
+        peer: Option<String>,
+        /// Only route changes of prefixes inside this one (or covering this address).
+        #[serde(default)]
+        prefix: Option<String>,
+    },
     /// Drain (`on`: RFC 8326 GRACEFUL_SHUTDOWN on every route sent, LOCAL_PREF 0 to
     /// iBGP peers) or stop draining (root only).
     Drain {
@@ -98,6 +109,26 @@ impl Request {
             other => format!("{other:?}"),
         }
     }
+}
+
+/// One event of `tern monitor` (docs/json.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonitorEvent {
+    /// When (RFC 3339, milliseconds, UTC).
+    pub time: String,
+    /// `session`, `route`, `subscribed` (the first line) or `lagged` (events were
+    /// lost because the client read too slowly; `text` says how many).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The peer: the session's, or the one whose path is now best.
+    #[serde(default)]
+    pub peer: Option<String>,
+    /// The route's prefix.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// What happened: `Established`, `down: <why>`, a state name, `best via <next
+    /// hops> (<source>)`, `withdrawn`.
+    pub text: String,
 }
 
 /// The answer to an action: what was done.

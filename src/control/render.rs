@@ -527,3 +527,19 @@ pub fn reload(r: &ReloadReply) -> String {
     let verdict = if r.accepted { "reloaded" } else { "rejected" };
     format!("{verdict}: {}\n", r.message)
 }
+
+/// One `tern monitor` line: time, kind, subject, what happened.
+pub fn monitor_event(e: &crate::control::proto::MonitorEvent) -> String {
+    if e.kind == "subscribed" {
+        return format!(
+            "{}  watching session and route changes (Ctrl-C stops)",
+            e.time
+        );
+    }
+    let subject = match (e.kind.as_str(), &e.prefix, &e.peer) {
+        ("route", Some(p), _) => p.clone(),
+        (_, _, Some(peer)) => peer.clone(),
+        _ => "-".into(),
+    };
+    format!("{}  {:<8} {:<18} {}", e.time, e.kind, subject, e.text)
+}

@@ -135,7 +135,7 @@ async fn routes_off(mut inputs: Inputs<RibFilter>) {
                 Some(RibNews::Converged) => {
                     let _ = inputs.grace.send(false);
                 }
-                Some(RibNews::Changes(_)) => {}
+                Some(RibNews::Changes(c)) => inputs.filter.tell_monitor(&c),
                 None => break,
             },
             cmd = inputs.commands.recv() => match cmd {

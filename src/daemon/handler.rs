@@ -53,6 +53,8 @@ pub struct DaemonHandler {
     /// The diagnoser's own memory; held while one evaluation runs, so the periodic
     /// one and `tern diagnose`'s never interleave their log lines.
     pub diagnoser: tokio::sync::Mutex<super::diagnoser::Diagnoser>,
+    /// `tern monitor`'s stream.
+    pub monitor: super::monitor::Hub,
 }
 
 pub(super) async fn ask<T>(what: &str, rx: oneshot::Receiver<T>) -> Result<T, String> {
@@ -212,6 +214,7 @@ impl DaemonHandler {
             }
             Request::LogLevel { level } => self.log_level(&level),
             Request::Drain { on } => self.drain(on).await,
+            Request::Monitor { .. } => Err("`monitor` is a stream: the server answers it".into()),
         }
     }
 
@@ -572,6 +575,12 @@ impl Handler for DaemonHandler {
         request: Request,
     ) -> Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + '_>> {
         Box::pin(self.answer(request))
+    }
+
+    fn monitor(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<crate::control::proto::MonitorEvent>> {
+        Some(self.monitor.subscribe())
     }
 
     fn handle_text(

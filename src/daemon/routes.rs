@@ -40,6 +40,8 @@ pub struct RibFilter {
     /// Whether a kernel FIB is programmed: without one (a route reflector) there is no
     /// tunnel to go through.
     kernel: bool,
+    /// `tern monitor`'s stream: told every Loc-RIB change (nothing while unwatched).
+    monitor: super::monitor::Hub,
 }
 
 impl RibFilter {
@@ -50,7 +52,19 @@ impl RibFilter {
             view: View::default(),
             table,
             kernel,
+            monitor: super::monitor::Hub::default(),
         }
+    }
+
+    /// Tells `hub` every Loc-RIB change that passes.
+    pub fn with_monitor(mut self, hub: super::monitor::Hub) -> RibFilter {
+        self.monitor = hub;
+        self
+    }
+
+    /// Tells the monitor stream about `changes` (also when no kernel FIB is kept).
+    pub fn tell_monitor(&self, changes: &[tern_bgp::rib::BestChange]) {
+        self.monitor.routes(changes);
     }
 
     /// Takes the intent the main loop published last, if it changed.
@@ -98,6 +112,7 @@ impl RouteFilter for RibFilter {
         match news {
             RibNews::Converged => Routes::Converged,
             RibNews::Changes(changes) => {
+                self.monitor.routes(&changes);
                 self.refresh();
                 Routes::Want(
                     changes

@@ -48,6 +48,8 @@ struct Daemon {
     status: String,
     /// BGP could not start (its port taken): when to try again.
     bgp_retry: Option<Instant>,
+    /// `tern monitor`'s stream, for session changes.
+    monitor: super::monitor::Hub,
 }
 
 /// Runs the daemon: starts the control socket, the datastore and the FIB task, then
@@ -70,7 +72,9 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
     // Loc-RIB news are queued here until BGP starts; a full queue holds the speaker
     // back (not the main loop), so the FIB's pace is the speaker's.
     let (routes, routes_rx) = mpsc::channel(1024);
-    let filter = RibFilter::new(intent_rx, cfg.fib.table, cfg.fib.enabled);
+    let monitor = super::monitor::Hub::default();
+    let filter =
+        RibFilter::new(intent_rx, cfg.fib.table, cfg.fib.enabled).with_monitor(monitor.clone());
     let FibHandle {
         commands: fib,
         news,
@@ -88,6 +92,7 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         fib: fib.clone(),
         reload: reload.clone(),
         diagnoser: Default::default(),
+        monitor: monitor.clone(),
     });
     if let Some(addr) = cfg.metrics {
         let listener = metrics::bind(addr).await?;
@@ -138,6 +143,7 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         kernel_originated: BTreeSet::new(),
         policies: None,
         bgp_retry: None,
+        monitor,
     };
     d.run(store, workload_rx, reload, stop).await
 }
@@ -165,7 +171,7 @@ impl Daemon {
         loop {
             tokio::select! {
                 ev = next_event(&mut events) => match ev {
-                    Some(ev) => on_speaker_event(ev, &self.state),
+                    Some(ev) => on_speaker_event(ev, &self.state, &self.monitor),
                     None => return Err("the BGP speaker stopped".into()),
                 },
                 ev = store.recv() => match ev {
@@ -394,7 +400,13 @@ async fn next_event(events: &mut Option<mpsc::Receiver<SpeakerEvent>>) -> Option
 
 /// Speaker events: peer states to the snapshot (logged once each). Routes are not
 /// among them: they go from the speaker to the FIB task.
-fn on_speaker_event(ev: SpeakerEvent, state: &Arc<Mutex<State>>) {
+fn on_speaker_event(ev: SpeakerEvent, state: &Arc<Mutex<State>>, monitor: &super::monitor::Hub) {
+    match &ev {
+        SpeakerEvent::PeerUp(addr, _) => monitor.session(addr.ip(), || "Established".into()),
+        SpeakerEvent::PeerDown(addr, why) => monitor.session(addr.ip(), || format!("down: {why}")),
+        SpeakerEvent::PeerState(addr, to) => monitor.session(addr.ip(), || format!("{to:?}")),
+        _ => {}
+    }
     match ev {
         // Only from a speaker started without a route channel; this one has one.
         SpeakerEvent::Routes(_) => {}

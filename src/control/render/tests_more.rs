@@ -334,3 +334,26 @@ fn json_names_of_the_new_fields() {
     let route = serde_json::to_value(RouteInfo::default()).unwrap();
     assert!(route.get("paths").is_none(), "{route}");
 }
+
+#[test]
+fn monitor_lines_name_time_kind_subject_and_change() {
+    use crate::control::proto::MonitorEvent;
+    let e = MonitorEvent {
+        time: "2026-11-26T23:40:05.003Z".into(),
+        kind: "route".into(),
+        peer: Some("198.51.100.1".into()),
+        prefix: Some("198.18.100.0/24".into()),
+        text: "best via 198.51.100.1 (bgp 198.51.100.1)".into(),
+    };
+    assert_eq!(
+        super::monitor_event(&e),
+        "2026-11-26T23:40:05.003Z  route    198.18.100.0/24    best via 198.51.100.1 (bgp 198.51.100.1)"
+    );
+    let s = MonitorEvent {
+        kind: "session".into(),
+        prefix: None,
+        text: "Established".into(),
+        ..e
+    };
+    assert!(super::monitor_event(&s).ends_with("session  198.51.100.1       Established"));
+}
