@@ -68,13 +68,18 @@ pub fn request(socket: &Path, request: Request) -> Result<serde_json::Value, Cli
 /// with 100,000 routes a detour through a JSON tree costs a good part of a second.
 pub fn request_line(socket: &Path, request: Request) -> Result<String, ClientError> {
     let name = socket.display().to_string();
+    exchange(socket, &name, &encode(request)?)
+}
+
+/// The request line, newline included.
+fn encode(request: Request) -> Result<Vec<u8>, ClientError> {
     let mut line = serde_json::to_vec(&RequestEnvelope {
         version: VERSION,
         request,
     })
     .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
     line.push(b'\n');
-    exchange(socket, &name, &line)
+    Ok(line)
 }
 
 /// The answer envelope with its result as `T`.
@@ -231,12 +236,7 @@ pub fn stream<T: serde::de::DeserializeOwned>(
     mut each: impl FnMut(T) -> bool,
 ) -> Result<(), ClientError> {
     let name = socket.display().to_string();
-    let mut line = serde_json::to_vec(&RequestEnvelope {
-        version: VERSION,
-        request,
-    })
-    .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
-    line.push(b'\n');
+    let line = encode(request)?;
     let mut conn = open_stream(socket, &name)?;
     conn.write_all(&line)
         .and_then(|()| conn.flush())

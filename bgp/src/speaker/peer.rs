@@ -175,6 +175,26 @@ impl Peer {
         (msgs, self.refused(true, refused))
     }
 
+    /// A ROUTE-REFRESH request for each of the session's families: the peer sends its
+    /// routes again. Encoded with the session's codec options when the table went out
+    /// (a ROUTE-REFRESH encodes the same under any).
+    pub fn refresh_requests(&self) -> Vec<bytes::Bytes> {
+        let tx = self
+            .out
+            .as_ref()
+            .map_or(crate::wire::CodecOptions::default(), |o| o.tx);
+        self.families
+            .iter()
+            .filter_map(|f| {
+                let r = crate::wire::RouteRefresh {
+                    family: *f,
+                    subtype: crate::wire::RefreshSubtype::Request,
+                };
+                crate::wire::Message::RouteRefresh(r).encode(&tx).ok()
+            })
+            .collect()
+    }
+
     /// Forgets the session: what it was sent, what waits for it.
     pub fn clear_session(&mut self) {
         self.source = None;

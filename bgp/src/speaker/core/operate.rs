@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::wire::notification::cease_subcode;
-use crate::wire::{CodecOptions, Message, Notification, RefreshSubtype, RouteRefresh};
+use crate::wire::Notification;
 
 use super::super::{peer, PeerAction, SpeakerEvent};
 use super::{Control, Output, Speaker};
@@ -85,18 +85,7 @@ impl Speaker {
                         "{ip} did not negotiate route refresh, so it cannot be asked to send its routes again; a hard reset (`tern reset {ip}`) can"
                     ));
                 }
-                let tx = p.out.as_ref().map_or(CodecOptions::default(), |o| o.tx);
-                let msgs: Vec<bytes::Bytes> = p
-                    .families
-                    .iter()
-                    .filter_map(|f| {
-                        let r = RouteRefresh {
-                            family: *f,
-                            subtype: RefreshSubtype::Request,
-                        };
-                        Message::RouteRefresh(r).encode(&tx).ok()
-                    })
-                    .collect();
+                let msgs = p.refresh_requests();
                 let n = msgs.len();
                 self.out.push(Output::Send(ip, msgs));
                 Ok(format!("ROUTE-REFRESH sent to {ip} for {n} families: it sends its routes again, judged by the current import policy"))

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use crate::policy::{Decision, PeerPolicy, PeerType, Program};
 use crate::rib::BestChange;
-use crate::wire::{CodecOptions, Message, RefreshSubtype, RouteRefresh};
 
 use super::super::policy as speaker_policy;
 use super::{Output, Speaker, SpeakerEvent};
@@ -65,20 +64,7 @@ impl Speaker {
         let texts = p.refused(false, refused);
         let mut text = format!("new import policy: {gone} path(s) it sent now rejected");
         if p.route_refresh {
-            // The session's codec options when the table went out; ROUTE-REFRESH
-            // encodes the same under any.
-            let tx = p.out.as_ref().map_or(CodecOptions::default(), |o| o.tx);
-            let msgs: Vec<bytes::Bytes> = p
-                .families
-                .iter()
-                .filter_map(|f| {
-                    let r = RouteRefresh {
-                        family: *f,
-                        subtype: RefreshSubtype::Request,
-                    };
-                    Message::RouteRefresh(r).encode(&tx).ok()
-                })
-                .collect();
+            let msgs = p.refresh_requests();
             text.push_str("; ROUTE-REFRESH sent so routes rejected before are judged again");
             if !msgs.is_empty() {
                 self.out.push(Output::Send(ip, msgs));
