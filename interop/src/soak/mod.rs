@@ -94,8 +94,11 @@ pub struct SoakReport {
     pub link_flaps: usize,
     /// Slowest reconvergence after a flap, seconds.
     pub reconverge_max_s: f64,
-    /// Pings sent and unanswered at the end.
+    /// Pings sent and unanswered at the end (twice: the first and a second try).
     pub pings: (usize, usize),
+    /// Pings unanswered at the end but answered on a second try a second later: a
+    /// transient, reported with how each end routes, not a failure.
+    pub transient_pings: usize,
     /// Churned routes still present somewhere at the end.
     pub leftovers: Vec<String>,
     /// Nodes never killed (their RSS is judged).
@@ -184,7 +187,7 @@ impl SoakReport {
             s,
             "soak: {:.0} s, {} cycles: {} routing changes ({} churn steps on every node, slowest {:.1} s), \
              {} kill -9 + restart, {} link flaps (slowest reconvergence {:.1} s); \
-             end: {} pings, {} unanswered; {} churned routes left over",
+             end: {} pings, {} unanswered ({} more answered only on a second try); {} churned routes left over",
             self.elapsed_s,
             self.cycles,
             self.churn_changes,
@@ -195,6 +198,7 @@ impl SoakReport {
             self.reconverge_max_s,
             self.pings.0,
             self.pings.1,
+            self.transient_pings,
             self.leftovers.len()
         );
         let _ = writeln!(
@@ -358,9 +362,60 @@ pub fn run(opts: &SoakOpts, mut progress: impl FnMut(&str)) -> Result<SoakReport
 fn finish(lab: &mut Lab, report: &mut SoakReport, progress: &mut impl FnMut(&str)) -> Result<()> {
     lab.wait_converged(RECONVERGE_WAIT)?;
     let m = lab.ping_matrix()?;
-    report.pings = (m.sent(), m.failures().len());
+    report.pings = (m.sent(), 0);
     if !m.failures().is_empty() {
         progress(&m.render());
+        let (text, lasting) = unanswered_detail(lab, &m);
+        progress(&text);
+        report.pings.1 = lasting;
+        report.transient_pings = m.failures().len() - lasting;
     }
     Ok(())
+}
+
+/// For each unanswered IPv4 ping: how each end's node routes to the other end, and
+/// whether a second ping a second later is answered (a transient or a lasting fault).
+/// Returns the text and how many stayed unanswered (IPv6 ones are not tried again).
+fn unanswered_detail(lab: &Lab, m: &crate::lab::probe::Matrix) -> (String, usize) {
+    let pods = lab.pods();
+    let route_get = |node: usize, to: &str| {
+        let ns = lab.node(node).map(|n| n.ns.clone()).unwrap_or_default();
+        std::process::Command::new("ip")
+            .args(["-n", &ns, "route", "get", to])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
+    let v6_lost = m.ok.get(1).map_or(0, |rows| {
+        rows.iter().flatten().filter(|c| **c == Some(false)).count()
+    });
+    let mut lasting = v6_lost;
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let rows = m.ok.first().map(Vec::as_slice).unwrap_or_default();
+    for (i, row) in rows.iter().enumerate() {
+        for (j, c) in row.iter().enumerate() {
+            let (Some(from), Some(to)) = (pods.get(i), pods.get(j)) else {
+                continue;
+            };
+            if *c != Some(false) {
+                continue;
+            }
+            let again = crate::lab::probe::ping(&from.ns, &to.v4);
+            lasting += usize::from(!again);
+            out.push_str(&format!(
+                "{} -> {}: again {}; node-{} routes {}: {}; node-{} routes {}: {}\n",
+                from.name,
+                to.name,
+                if again { "answered" } else { "unanswered" },
+                from.node,
+                to.v4,
+                route_get(from.node, &to.v4),
+                to.node,
+                from.v4,
+                route_get(to.node, &from.v4)
+            ));
+        }
+    }
+    (out, lasting)
 }
