@@ -74,7 +74,9 @@ enum Command {
     ///
     /// Prefix, next hops, AS path, communities, source and flags per route;
     /// `--all` lists every path with the decision step it won or lost by,
-    /// `--count` the prefixes and paths per family and per peer.
+    /// `--count` the prefixes and paths per family and per peer, `--received PEER`
+    /// what PEER sent: the paths accepted and those rejected (by import policy, the
+    /// RFC checks or as malformed), each with why; PREFIX is then an exact prefix.
     Routes {
         /// Only this prefix, or the routes covering this address.
         prefix: Option<String>,
@@ -93,6 +95,9 @@ enum Command {
         /// Only this address family.
         #[arg(long, value_parser = ["ipv4", "ipv6"])]
         family: Option<String>,
+        /// What PEER sent (its Adj-RIB-In): accepted paths, and rejected ones with why.
+        #[arg(long, value_name = "PEER", conflicts_with_all = ["peer", "advertised", "all", "count"])]
+        received: Option<String>,
     },
     /// What tern installed in the kernel and any difference from what it wants.
     Fib,
@@ -320,6 +325,7 @@ fn main() -> ExitCode {
             all,
             count,
             family,
+            received,
         } => ask(CliCommand::Routes {
             prefix,
             peer,
@@ -327,6 +333,7 @@ fn main() -> ExitCode {
             all,
             count,
             family,
+            received,
         }),
         Command::Fib => ask(CliCommand::Fib),
         Command::Diagnose => ask(CliCommand::Diagnose),

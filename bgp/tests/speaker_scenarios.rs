@@ -116,7 +116,8 @@ impl Run {
         }
     }
 
-    /// `query routes | stats | advertised <peer>`: what the driver would answer.
+    /// `query routes | stats | advertised <peer> | received <peer> [prefix]`: what the
+    /// driver would answer.
     fn query(&self, words: &[&str], out: &mut String) {
         match words {
             ["routes"] => {
@@ -153,7 +154,37 @@ impl Run {
                     }
                 }
             },
-            _ => panic!("query: routes | stats | advertised <peer>, got {words:?}"),
+            ["received", p, rest @ ..] => {
+                let only = rest.first().map(|w| w.parse().unwrap());
+                match self.speaker.received(ip(p), only) {
+                    None => out.push_str("  received none\n"),
+                    Some(r) => {
+                        for (prefix, path, best) in r.accepted {
+                            let flag = if best { " best" } else { "" };
+                            let _ = writeln!(
+                                out,
+                                "  received {prefix} nh {} accepted{flag}",
+                                path.next_hop
+                            );
+                        }
+                        for (prefix, id, path) in r.rejected.paths {
+                            let nh = path.next_hop.map_or("-".into(), |a| a.to_string());
+                            let _ = writeln!(
+                                out,
+                                "  received {prefix} id {id} nh {nh}{} rejected: {}",
+                                attrs(&path.attrs),
+                                path.reason
+                            );
+                        }
+                        if r.rejected.not_kept > 0 {
+                            let _ = writeln!(out, "  received not-kept {}", r.rejected.not_kept);
+                        }
+                    }
+                }
+            }
+            _ => panic!(
+                "query: routes | stats | advertised <peer> | received <peer> [prefix], got {words:?}"
+            ),
         }
     }
 

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 
 use super::client::{self, ClientError};
 use super::proto::{
-    ActionReply, DiagnoseReply, FibReply, HealthReply, MonitorEvent, ReloadReply, Request,
+    ActionReply, DiagnoseReply, FibReply, HealthReply, MonitorEvent, ReloadReply, Render, Request,
 };
 use super::render;
 
@@ -44,6 +44,8 @@ pub enum CliCommand {
         count: bool,
         /// Only this family (`ipv4`, `ipv6`).
         family: Option<String>,
+        /// What this peer sent instead of the Loc-RIB.
+        received: Option<String>,
     },
     /// `tern fib`.
     Fib,
@@ -129,6 +131,7 @@ impl CliCommand {
                 all,
                 count,
                 family,
+                received,
             } => Request::Routes {
                 prefix: prefix.clone(),
                 peer: peer.clone(),
@@ -136,6 +139,8 @@ impl CliCommand {
                 all: *all,
                 count: *count,
                 family: family.clone(),
+                received: received.clone(),
+                render: None,
             },
             CliCommand::Fib => Request::Fib,
             CliCommand::Diagnose => Request::Diagnose,
@@ -161,7 +166,31 @@ impl CliCommand {
 /// Runs `command` against the daemon at `socket`, prints the answer on stdout (errors
 /// on stderr as `tern: <message>`) and returns the exit code (see the module doc).
 pub fn run(command: CliCommand, socket: &Path, output: Output) -> ExitCode {
-    let judged = client::request_line(socket, command.request()).and_then(|line| match output {
+    let mut request = command.request();
+    if let Request::Routes { render, .. } = &mut request {
+        // The daemon renders what is printed: 100,000 routes cross the socket as the
+        // text people see, not as JSON for this process to decode and lay out again.
+        *render = match output {
+            Output::Text | Output::Wide => Some(Render::Table),
+            Output::Json => Some(Render::Json),
+            Output::Yaml => None,
+        };
+    }
+    let judged = client::request_line(socket, request).and_then(|line| match output {
+        // The daemon's pretty document; one of an earlier version sends the document.
+        Output::Json if matches!(command, CliCommand::Routes { .. }) => {
+            match client::result_of::<String>(socket, &line) {
+                Ok(doc) => {
+                    print!("{doc}");
+                    Ok(true)
+                }
+                Err(_) => {
+                    let value: serde_json::Value = client::result_of(socket, &line)?;
+                    print_document(&value, output).map_err(ClientError::Daemon)?;
+                    Ok(true)
+                }
+            }
+        }
         Output::Json | Output::Yaml => {
             let value: serde_json::Value = client::result_of(socket, &line)?;
             // Printed before judging, so a script sees the answer even when the
@@ -183,7 +212,9 @@ pub fn run(command: CliCommand, socket: &Path, output: Output) -> ExitCode {
             ExitCode::from(match e {
                 ClientError::NotRunning(_) => NOT_RUNNING,
                 ClientError::PermissionDenied(_) => DENIED,
-                ClientError::Daemon(_) | ClientError::Protocol(_) | ClientError::Timeout => FAILED,
+                ClientError::Daemon(_) | ClientError::Protocol(_) | ClientError::Timeout(_) => {
+                    FAILED
+                }
             })
         }
     }
@@ -269,8 +300,16 @@ fn text(
             render::peers_with(&of(socket, line)?, address.is_some()),
             true,
         ),
-        CliCommand::Routes { count: true, .. } => (render::routes_count(&of(socket, line)?), true),
-        CliCommand::Routes { .. } => (render::routes(&of(socket, line)?), true),
+        CliCommand::Routes {
+            count, received, ..
+        } => match client::result_of::<String>(socket, line) {
+            // The daemon's table.
+            Ok(table) => (table, true),
+            // A daemon of an earlier version sends the document.
+            Err(_) if *count => (render::routes_count(&of(socket, line)?), true),
+            Err(_) if received.is_some() => (render::received(&of(socket, line)?), true),
+            Err(_) => (render::routes(&of(socket, line)?), true),
+        },
         CliCommand::Fib => {
             let r: FibReply = of(socket, line)?;
             (render::fib(&r), fib_good(&r))

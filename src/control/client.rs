@@ -10,9 +10,12 @@ use super::proto::{Request, RequestEnvelope, VERSION};
 
 /// How long the CLI waits for the daemon to answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest answer read; far above any real reply (a full table is a few MB), it only
-/// bounds memory if something else listens on the socket.
-const MAX_ANSWER: u64 = 256 * 1024 * 1024;
+/// How long it waits for `tern routes`, which on a node with a million routes takes
+/// seconds to build and hundreds of MB to send.
+const ROUTES_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest answer read: `tern routes --all -o json` of a million routes is about 850
+/// MB. It bounds memory if something else listens on the socket.
+const MAX_ANSWER: u64 = 2 * 1024 * 1024 * 1024;
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -44,8 +47,10 @@ pub enum ClientError {
     #[error("control socket: {0}")]
     Protocol(String),
     /// The daemon did not answer in time.
-    #[error("no answer from tern within {}s (the daemon may be overloaded or stuck; see its log)", TIMEOUT.as_secs())]
-    Timeout,
+    #[error(
+        "no answer from tern within {0}s (the daemon may be overloaded or stuck; see its log)"
+    )]
+    Timeout(u64),
 }
 
 /// The socket to use: `$TERN_SOCKET`, else the platform default
@@ -68,7 +73,12 @@ pub fn request(socket: &Path, request: Request) -> Result<serde_json::Value, Cli
 /// with 100,000 routes a detour through a JSON tree costs a good part of a second.
 pub fn request_line(socket: &Path, request: Request) -> Result<String, ClientError> {
     let name = socket.display().to_string();
-    exchange(socket, &name, &encode(request)?)
+    let timeout = if matches!(request, Request::Routes { .. }) {
+        ROUTES_TIMEOUT
+    } else {
+        TIMEOUT
+    };
+    exchange(socket, &name, &encode(request)?, timeout)
 }
 
 /// The request line, newline included.
@@ -129,7 +139,7 @@ fn open_error(name: &str, e: std::io::Error) -> ClientError {
 }
 
 /// Writes the request line and reads one answer line.
-fn talk<S>(mut stream: S, name: &str, line: &[u8]) -> Result<String, ClientError>
+fn talk<S>(mut stream: S, name: &str, line: &[u8], timeout: Duration) -> Result<String, ClientError>
 where
     S: Read + Write,
 {
@@ -146,9 +156,14 @@ where
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
             ) =>
         {
-            Err(ClientError::Timeout)
+            Err(ClientError::Timeout(timeout.as_secs()))
         }
         Err(e) => Err(ClientError::Protocol(format!("{name}: {e}"))),
+        Ok(_) if answer.len() as u64 >= MAX_ANSWER => Err(ClientError::Protocol(format!(
+            "{name}: the answer is longer than {} MB, the most this CLI reads; ask for less \
+             (a PREFIX, --peer or --family)",
+            MAX_ANSWER >> 20
+        ))),
         Ok(_) => Err(ClientError::Protocol(match wrote {
             Err(e) => format!("{name}: cannot send the request: {e}"),
             Ok(()) => format!("{name}: the daemon closed the connection without answering"),
@@ -157,29 +172,40 @@ where
 }
 
 #[cfg(unix)]
-fn exchange(socket: &Path, name: &str, line: &[u8]) -> Result<String, ClientError> {
+fn exchange(
+    socket: &Path,
+    name: &str,
+    line: &[u8],
+    timeout: Duration,
+) -> Result<String, ClientError> {
     let stream =
         std::os::unix::net::UnixStream::connect(socket).map_err(|e| open_error(name, e))?;
     stream
-        .set_read_timeout(Some(TIMEOUT))
-        .and_then(|()| stream.set_write_timeout(Some(TIMEOUT)))
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| stream.set_write_timeout(Some(timeout)))
         .map_err(|e| ClientError::Protocol(format!("{name}: {e}")))?;
-    talk(stream, name, line)
+    talk(stream, name, line, timeout)
 }
 
 /// A pipe handle has no timeouts of its own, so the exchange runs on a helper thread
-/// and the CLI stops waiting after [`TIMEOUT`] (the process exits right after).
+/// and the CLI stops waiting after `timeout` (the process exits right after).
 #[cfg(windows)]
-fn exchange(socket: &Path, name: &str, line: &[u8]) -> Result<String, ClientError> {
-    let deadline = std::time::Instant::now() + TIMEOUT;
+fn exchange(
+    socket: &Path,
+    name: &str,
+    line: &[u8],
+    timeout: Duration,
+) -> Result<String, ClientError> {
+    let deadline = std::time::Instant::now() + timeout;
     let pipe = open_pipe(socket, name, deadline)?;
     let (tx, rx) = std::sync::mpsc::channel();
     let (owned_name, owned_line) = (name.to_string(), line.to_vec());
     std::thread::spawn(move || {
-        let _ = tx.send(talk(pipe, &owned_name, &owned_line));
+        let _ = tx.send(talk(pipe, &owned_name, &owned_line, timeout));
     });
     let left = deadline.saturating_duration_since(std::time::Instant::now());
-    rx.recv_timeout(left).unwrap_or(Err(ClientError::Timeout))
+    rx.recv_timeout(left)
+        .unwrap_or(Err(ClientError::Timeout(timeout.as_secs())))
 }
 
 /// Opens the daemon's pipe, waiting while every instance is busy (the daemon is about
@@ -201,7 +227,7 @@ fn open_pipe(
             Ok(p) => return Ok(p),
             Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) => {
                 if std::time::Instant::now() >= deadline {
-                    return Err(ClientError::Timeout);
+                    return Err(ClientError::Timeout(TIMEOUT.as_secs()));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -6,6 +6,18 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How the daemon renders a large answer for the CLI (`tern routes`): the answer is then
+/// one JSON string holding what the CLI prints, so that 100,000 routes are encoded once
+/// and never decoded into a tree again by the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Render {
+    /// The text table.
+    Table,
+    /// The JSON document, pretty-printed as `-o json` prints it.
+    Json,
+}
+
 /// Protocol version; a daemon refuses requests of another major version.
 pub const VERSION: u32 = 1;
 
@@ -42,6 +54,14 @@ pub enum Request {
         /// Only this family: `ipv4` or `ipv6`.
         #[serde(default)]
         family: Option<String>,
+        /// What this peer sent ([`ReceivedReply`]): accepted paths and rejected ones
+        /// with why, instead of the Loc-RIB.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        received: Option<String>,
+        /// Answer with the output people see, as one JSON string, instead of the
+        /// document: what the CLI asks for its text and JSON output.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        render: Option<Render>,
     },
     /// What tern installed and how it differs from the kernel.
     Fib,
@@ -427,6 +447,46 @@ pub struct RoutesCountReply {
 pub struct RoutesReply {
     /// Routes, by prefix.
     pub routes: Vec<RouteInfo>,
+}
+
+/// One path a peer sent (`tern routes --received PEER`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReceivedPath {
+    /// Prefix.
+    pub prefix: String,
+    /// Its attributes and next hop: as the RIB holds them for an accepted path
+    /// (after import policy's changes), as received for a rejected one.
+    #[serde(flatten)]
+    pub path: PathInfo,
+    /// ADD-PATH path identifier (0 without ADD-PATH).
+    #[serde(default)]
+    pub path_id: u32,
+    /// It entered the RIB.
+    pub accepted: bool,
+    /// It is the best path of its prefix.
+    pub best: bool,
+    /// Kept from before the peer restarted (graceful restart), not yet refreshed.
+    pub stale: bool,
+    /// Why it did not enter the RIB (absent when accepted): the import policy
+    /// statement, the RFC import check, or the malformed attribute (RFC 7606).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_by: Option<String>,
+}
+
+/// `tern routes --received PEER`: the peer's Adj-RIB-In.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReceivedReply {
+    /// The peer.
+    pub peer: String,
+    /// Accepted paths listed.
+    pub accepted: u64,
+    /// Rejected paths listed.
+    pub rejected: u64,
+    /// Rejections this session that were not kept: at most 10,000 rejected paths are
+    /// kept per peer (some of those not kept may have been withdrawn since).
+    pub rejected_not_kept: u64,
+    /// The paths, by prefix; an accepted path before a rejected one.
+    pub routes: Vec<ReceivedPath>,
 }
 
 /// `tern fib` and its rows: the FIB task's answer, defined where the task is.

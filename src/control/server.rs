@@ -46,6 +46,10 @@ pub trait Handler: Send + Sync + 'static {
         None
     }
 
+    /// Told after an answer of `bytes` was written (and freed): a handler may give
+    /// the memory of a large one back to the system.
+    fn answered(&self, _bytes: usize) {}
+
     /// The same answer as JSON text, which is what the socket sends. A handler whose
     /// answers can be large (`tern routes` on a 100,000-route node) overrides it to
     /// serialize its reply once, without a JSON tree in between.
@@ -433,12 +437,13 @@ async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>, max: usize) 
 async fn reply<W: AsyncWrite + Unpin>(w: &mut W, answer: Result<String, String>) -> io::Result<()> {
     let mut line = match answer {
         // The result is JSON text already: written into the envelope as it is (the
-        // same bytes `ResponseEnvelope` would give, without parsing it again).
+        // same bytes `ResponseEnvelope` would give, without parsing it again), and
+        // without copying it (`tern routes` on a large node: tens of MB).
         Ok(result) => {
-            let mut l = format!("{{\"version\":{VERSION},\"ok\":true,\"result\":").into_bytes();
-            l.extend_from_slice(result.as_bytes());
-            l.push(b'}');
-            l
+            let head = format!("{{\"version\":{VERSION},\"ok\":true,\"result\":");
+            w.write_all(head.as_bytes()).await?;
+            w.write_all(result.as_bytes()).await?;
+            b"}".to_vec()
         }
         Err(error) => serde_json::to_vec(&ResponseEnvelope {
             version: VERSION,
@@ -562,8 +567,10 @@ where
                 shared.limits.requests_per_second
             ))
         };
+        let size = answer.as_ref().map_or(0, String::len);
         if reply(&mut w, answer).await.is_err() {
             return;
         }
+        shared.handler.answered(size);
     }
 }

@@ -2,7 +2,7 @@
 //! the FIB task for what they own. Every question to another task has a timeout, so a
 //! busy speaker makes `tern routes` slow, never the daemon stuck.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -21,23 +21,20 @@ use super::state::State;
 use crate::birdsock::{BirdPeer, BirdView};
 use crate::control::proto::{
     DaemonInfo, DiagnoseReply, HealthReply, MessageCounts, PeersReply, ReloadReply, Request,
-    RoutesReply, StatusReply,
+    StatusReply,
 };
 use crate::control::server::Handler;
 
 mod actions;
+mod received;
 mod routes;
+mod routes_query;
 
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What `tern routes` asked for (Loc-RIB view).
-struct RoutesQuery<'a> {
-    prefix: Option<&'a str>,
-    peer: Option<&'a str>,
-    family: Option<&'a str>,
-    all: bool,
-    count: bool,
-}
+/// Answers at least this long are followed by a trim of the heap (see
+/// [`Handler::answered`]).
+const LARGE_ANSWER: usize = 1 << 20;
 
 /// The daemon's request handler.
 pub struct DaemonHandler {
@@ -168,38 +165,14 @@ impl DaemonHandler {
 
     /// Answers one request: dispatch only, one function per kind.
     pub(super) async fn answer(&self, request: Request) -> Result<Value, String> {
+        if let Some(answer) = self.routes_request(&request).await {
+            return serde_json::from_str(&answer?)
+                .map_err(|e| format!("cannot encode the reply: {e}"));
+        }
         match request {
             Request::Status => self.status().await,
             Request::Peers { address } => self.peers_reply(address.as_deref()).await,
-            Request::Routes {
-                prefix,
-                peer,
-                advertised: true,
-                family,
-                ..
-            } => {
-                self.advertised(prefix.as_deref(), peer.as_deref(), family.as_deref())
-                    .await
-            }
-            Request::Routes {
-                prefix,
-                peer,
-                advertised: false,
-                all,
-                count,
-                family,
-            } => {
-                let text = self
-                    .routes(RoutesQuery {
-                        prefix: prefix.as_deref(),
-                        peer: peer.as_deref(),
-                        family: family.as_deref(),
-                        all,
-                        count,
-                    })
-                    .await?;
-                serde_json::from_str(&text).map_err(|e| format!("cannot encode the reply: {e}"))
-            }
+            Request::Routes { .. } => Err("`routes` is answered above".into()),
             Request::Fib => self.fib_report().await,
             Request::Diagnose => self.diagnose().await,
             Request::Health => self.health(),
@@ -231,87 +204,6 @@ impl DaemonHandler {
         json(&PeersReply {
             peers: self.peers(only).await?,
         })
-    }
-
-    /// `tern routes --advertised --peer ADDR [PREFIX]`: the peer's Adj-RIB-Out.
-    async fn advertised(
-        &self,
-        prefix: Option<&str>,
-        peer: Option<&str>,
-        family: Option<&str>,
-    ) -> Result<Value, String> {
-        let v6 = family.map(routes::parse_family).transpose()?;
-        let Some(peer) = peer else {
-            return Err("--advertised needs --peer ADDR: whose Adj-RIB-Out to show".into());
-        };
-        let addr = parse_address(peer)?;
-        let (tx, rx) = oneshot::channel();
-        self.speaker()?
-            .send(SpeakerCommand::Advertised(addr, tx))
-            .await
-            .map_err(|_| "the BGP speaker has stopped".to_string())?;
-        let sent = ask("BGP speaker", rx)
-            .await?
-            .ok_or_else(|| format!("{addr} is not an established peer"))?;
-        let routes = sent
-            .into_iter()
-            .filter(|(p, _)| prefix.is_none_or(|w| p.to_string() == w))
-            .filter(|(p, _)| v6.is_none_or(|v6| matches!(p, IpNet::V6(_)) == v6))
-            .map(|(p, e)| advertised_info(p, &e, addr))
-            .collect();
-        json(&RoutesReply { routes })
-    }
-
-    /// `tern routes [PREFIX|ADDR] [--peer ADDR] [--family F] [--all]`: the Loc-RIB,
-    /// with what the FIB task installed and, with `--all`, every path.
-    async fn routes(&self, q: RoutesQuery<'_>) -> Result<String, String> {
-        let filter = routes::Filter {
-            prefix: q.prefix.map(parse_prefix_or_address).transpose()?,
-            peer: q.peer.map(parse_address).transpose()?,
-            v6: q.family.map(routes::parse_family).transpose()?,
-        };
-        let rib = self.loc_rib().await?;
-        let paths = if q.all || q.count {
-            self.all_paths().await?
-        } else {
-            Vec::new()
-        };
-        if q.count {
-            return text(&routes::count(&rib, &paths, filter.v6));
-        }
-        let (tx, rx) = oneshot::channel();
-        let installed: HashSet<IpNet> = match self.fib.send(FibMsg::Installed(tx)).await {
-            Ok(()) => ask("FIB task", rx)
-                .await
-                .unwrap_or_default()
-                .into_iter()
-                .collect(),
-            Err(_) => HashSet::new(),
-        };
-        let (intent, kernel_learned) = {
-            let s = self.lock()?;
-            (s.intent.clone(), s.kernel_originated.clone())
-        };
-        let cx = routes::Context {
-            intent: intent.as_ref(),
-            kernel_learned: &kernel_learned,
-            installed: &installed,
-        };
-        let mut rows = routes::rows(&rib, filter, &cx);
-        if q.all {
-            routes::add_paths(&mut rows, &rib, &paths, &cx);
-        }
-        text(&RoutesReply { routes: rows })
-    }
-
-    /// Every path of every prefix, from the speaker.
-    async fn all_paths(&self) -> Result<Vec<(IpNet, Vec<Arc<tern_bgp::rib::Path>>)>, String> {
-        let (tx, rx) = oneshot::channel();
-        self.speaker()?
-            .send(SpeakerCommand::Paths(tx))
-            .await
-            .map_err(|_| "the BGP speaker has stopped".to_string())?;
-        ask("BGP speaker", rx).await
     }
 
     /// `tern fib`: the FIB task's report.
@@ -583,32 +475,25 @@ impl Handler for DaemonHandler {
         Some(self.monitor.subscribe())
     }
 
+    /// After a large answer (`tern routes` on a big node: tens of MB built and
+    /// freed), the freed pages go back to the system: glibc would keep them, and the
+    /// node agent's RSS would stay at the peak of the largest answer ever given.
+    fn answered(&self, bytes: usize) {
+        if bytes >= LARGE_ANSWER {
+            super::memory::release_freed();
+        }
+    }
+
     fn handle_text(
         &self,
         request: Request,
     ) -> Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + '_>> {
         Box::pin(async move {
-            match request {
-                // The Loc-RIB view can be 100,000 routes: serialized once.
-                Request::Routes {
-                    prefix,
-                    peer,
-                    advertised: false,
-                    all,
-                    count,
-                    family,
-                } => {
-                    self.routes(RoutesQuery {
-                        prefix: prefix.as_deref(),
-                        peer: peer.as_deref(),
-                        family: family.as_deref(),
-                        all,
-                        count,
-                    })
-                    .await
-                }
-                other => text(&self.answer(other).await?),
+            // `tern routes` can be 100,000 routes: serialized once, no JSON tree.
+            if let Some(answer) = self.routes_request(&request).await {
+                return answer;
             }
+            text(&self.answer(request).await?)
         })
     }
 }

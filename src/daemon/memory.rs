@@ -1,8 +1,10 @@
-//! Giving memory back after a large snapshot. A snapshot of a big cluster (thousands of
-//! Nodes and IPAM blocks) is validated as a whole; its transient peak is freed at once,
-//! but glibc's allocator keeps the pages (one arena per worker thread), so the node's
-//! RSS would stay at the peak of the largest snapshot ever read. `malloc_trim` returns
-//! them. No crate offers it: it is one glibc call (elsewhere, nothing to do).
+//! Giving memory back after a large snapshot or a large `tern routes` answer. A
+//! snapshot of a big cluster (thousands of Nodes and IPAM blocks) is validated as a
+//! whole, and `tern routes` on a 100,000-route node builds tens of MB; the transient
+//! peak is freed at once, but glibc's allocator keeps the pages (one arena per worker
+//! thread), so the node's RSS would stay at the largest peak ever reached.
+//! `malloc_trim` returns them. No crate offers it: it is one glibc call (elsewhere,
+//! nothing to do).
 
 /// Snapshots with at least this many documents are followed by a trim: below it the
 /// peak is small and the call (which walks the heap) is not worth it.

@@ -41,6 +41,26 @@ pub enum Reason {
     Equal,
 }
 
+impl Reason {
+    /// Its name as in the JSON (`local-pref`, `as-path-length`, ...), without a
+    /// serializer: `tern routes --all` names one per path.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::LocalPref => "local-pref",
+            Reason::AsPathLength => "as-path-length",
+            Reason::Origin => "origin",
+            Reason::Med => "med",
+            Reason::ExternalOverInternal => "external-over-internal",
+            Reason::IgpCost => "igp-cost",
+            Reason::RouterId => "router-id",
+            Reason::ClusterListLength => "cluster-list-length",
+            Reason::PeerAddress => "peer-address",
+            Reason::PathId => "path-id",
+            Reason::Equal => "equal",
+        }
+    }
+}
+
 type Step = fn(&Path, &Path) -> Ordering;
 
 /// Lower is better for every step (so "higher LOCAL_PREF" compares reversed).

@@ -468,3 +468,23 @@ fn paths_are_counted_per_peer_as_they_come_and_go() {
     assert_eq!(rib.paths_total(), walked as u64);
     assert_eq!(rib.prefixes_by_family(), (3, 0));
 }
+
+#[test]
+fn reason_names_are_the_json_names() {
+    use crate::rib::Reason::*;
+    for r in [
+        LocalPref,
+        AsPathLength,
+        Origin,
+        Med,
+        ExternalOverInternal,
+        IgpCost,
+        RouterId,
+        ClusterListLength,
+        PeerAddress,
+        PathId,
+        Equal,
+    ] {
+        assert_eq!(serde_json::to_value(r).unwrap(), r.name(), "{r:?}");
+    }
+}

@@ -12,6 +12,7 @@
 
 mod operate;
 mod policy;
+mod received;
 mod send;
 
 use std::collections::BTreeMap;
@@ -496,6 +497,7 @@ impl Speaker {
         };
         let (changes, rejected, refused) =
             peer::import(&mut self.rib, &self.cfg, &self.own, &p.cfg, &source, update);
+        p.rejected.after_update(update, rejected.as_ref(), &refused);
         let texts = p.refused(false, refused);
         if let Some(r) = rejected {
             self.event(SpeakerEvent::Rejected(peer, r.to_string()));

@@ -16,6 +16,7 @@ pub mod gr;
 pub mod limits;
 mod peer;
 mod policy;
+pub mod rejected;
 mod task;
 
 pub use crate::fsm::trouble::{Detail, NoticedBy, SessionTrouble};
@@ -230,6 +231,14 @@ pub enum SpeakerCommand {
     /// What one peer has been sent (its Adj-RIB-Out); `None` if it is not a peer or
     /// not established.
     Advertised(IpAddr, oneshot::Sender<Option<Vec<(IpNet, Exported)>>>),
+    /// What one peer sent (`tern routes --received`): the paths it holds in the RIB and
+    /// the rejected ones kept, only of this prefix if given; `None` if it is not a
+    /// configured peer.
+    Received(
+        IpAddr,
+        Option<IpNet>,
+        oneshot::Sender<Option<rejected::Received>>,
+    ),
     /// The next hops one peer has been sent, each with how many prefixes carry it and
     /// one of them (cheap: nothing of the Adj-RIB-Out is copied); `None` if it is not a
     /// peer or not established. For the diagnoser, which asks about once a second.

@@ -85,6 +85,8 @@ pub(super) struct Peer {
     pub reported: BTreeSet<String>,
     /// The operator disabled it (`tern disable`): no session until enabled.
     pub disabled: bool,
+    /// Paths it sent this session that did not enter the RIB, with why.
+    pub rejected: super::rejected::Rejected,
 }
 
 impl Peer {
@@ -114,6 +116,7 @@ impl Peer {
             negotiated: None,
             reported: BTreeSet::new(),
             disabled: false,
+            rejected: Default::default(),
         }
     }
 
@@ -203,6 +206,7 @@ impl Peer {
         self.held = None;
         self.deferred.clear();
         self.refreshes.clear();
+        self.rejected.clear();
     }
 }
 

@@ -32,6 +32,8 @@ pub(super) type OwnRoutes = BTreeMap<IpNet, OwnRoute>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Refused {
     pub prefix: IpNet,
+    /// Its ADD-PATH identifier (0 without ADD-PATH).
+    pub path_id: u32,
     pub label: String,
 }
 
@@ -83,6 +85,7 @@ pub(super) fn import(program: &Program, peer: PeerType, u: &Update) -> (Vec<Upda
         if !v.accepted() {
             refused.push(Refused {
                 prefix: n.prefix,
+                path_id: n.path_id.unwrap_or(0),
                 label: program.label(v.decided_by).to_string(),
             });
             if mp {
@@ -167,6 +170,7 @@ pub(super) fn reimport(
             }
             refused.push(Refused {
                 prefix: *prefix,
+                path_id: path.path_id,
                 label: program.label(v.decided_by).to_string(),
             });
             let n = Nlri {
@@ -229,6 +233,7 @@ impl ExportView<'_> {
         if !v.accepted() {
             refused.push(Refused {
                 prefix,
+                path_id: 0,
                 label: self.program.label(v.decided_by).to_string(),
             });
             return None;

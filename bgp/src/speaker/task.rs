@@ -227,6 +227,10 @@ impl Driver {
                 let _ = reply.send(self.core.advertised(ip));
                 return;
             }
+            SpeakerCommand::Received(ip, prefix, reply) => {
+                let _ = reply.send(self.core.received(ip, prefix));
+                return;
+            }
             SpeakerCommand::AdvertisedNextHops(ip, reply) => {
                 let _ = reply.send(self.core.advertised_next_hops(ip));
                 return;

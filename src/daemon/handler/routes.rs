@@ -56,10 +56,7 @@ fn family_name(p: &IpNet) -> &'static str {
 
 /// The decision step's name as in the JSON (`local-pref`, ...).
 fn reason_name(r: Reason) -> String {
-    match serde_json::to_value(r) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => format!("{r:?}"),
-    }
+    r.name().to_string()
 }
 
 /// Whether the Loc-RIB's `p` is what `want` asks for: an exact prefix, or (for an

@@ -182,39 +182,56 @@ fn counts_per_family_and_per_peer() {
     assert_eq!(only_v6.peers.len(), 1);
 }
 
-/// The daemon's part of `tern routes` on a 100,000-route node (rows, the installed
-/// lookup, JSON), then the CLI's (decode, render). Run in release for the figure.
+/// The daemon's part of `tern routes` on a 100,000-route node: the rows, then the
+/// table it sends for the CLI's text output (`--all` too), or the JSON document
+/// (`-o json`). Run in release for the figure; `TERN_ROUTES_N=1000000` for 1M routes
+/// (only numbers in memory: nothing is installed).
 #[test]
 #[ignore = "a measurement: run with --release --ignored --nocapture"]
 fn a_100k_route_table_answers_quickly() {
-    let (rib, paths) = table(100_000);
+    use crate::control::proto::RoutesReply;
+    use crate::control::render;
+    let n: u32 = std::env::var("TERN_ROUTES_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let (rib, paths) = table(n);
     let installed: HashSet<IpNet> = rib.iter().map(|(p, _)| *p).collect();
     let learned = BTreeSet::new();
     let cx = context(&learned, &installed);
     let t = Instant::now();
-    let rows = rows(&rib, Filter::default(), &cx);
-    let text = serde_json::to_string(&crate::control::proto::RoutesReply { routes: rows }).unwrap();
-    let daemon = t.elapsed();
+    let reply = RoutesReply {
+        routes: rows(&rib, Filter::default(), &cx),
+    };
+    let built = t.elapsed();
     let t = Instant::now();
-    let back: crate::control::proto::RoutesReply = serde_json::from_str(&text).unwrap();
-    let shown = crate::control::render::routes(&back);
-    let cli = t.elapsed();
+    let shown = render::routes(&reply);
+    let table_time = t.elapsed();
+    let t = Instant::now();
+    let json = serde_json::to_string(&reply).unwrap();
+    let json_time = t.elapsed();
     let t = Instant::now();
     let mut all = super::rows(&rib, Filter::default(), &cx);
     add_paths(&mut all, &rib, &paths, &cx);
-    let all_json = serde_json::to_string(&all).unwrap();
-    let all_time = t.elapsed();
+    let all = RoutesReply { routes: all };
+    let all_built = t.elapsed();
+    let t = Instant::now();
+    let all_shown = render::routes(&all);
+    let all_table = t.elapsed();
     let t = Instant::now();
     let counted = count(&rib, &paths, None);
     let count_time = t.elapsed();
     eprintln!(
-        "100k routes: daemon {daemon:?} ({} KB JSON), CLI decode+render {cli:?} ({} lines); \
-         --all daemon {all_time:?} ({} KB); --count {count_time:?}",
-        text.len() / 1024,
-        shown.lines().count(),
-        all_json.len() / 1024
+        "{n} routes: rows {built:?}, table {table_time:?} ({} KB), JSON {json_time:?} ({} KB); \
+         --all: rows {all_built:?}, table {all_table:?} ({} KB); --count {count_time:?}",
+        shown.len() / 1024,
+        json.len() / 1024,
+        all_shown.len() / 1024
     );
-    assert_eq!(back.routes.len(), 100_001);
-    assert!(back.routes.iter().filter(|r| r.installed).count() == 100_001);
-    assert_eq!(counted.families[0].paths, 200_000);
+    // The header, its rules and one line per route.
+    let n = n as usize;
+    assert_eq!(shown.lines().count(), n + 1 + 4);
+    assert_eq!(all_shown.lines().count(), 2 * n + 1 + 4);
+    assert!(reply.routes.iter().all(|r| r.installed));
+    assert_eq!(counted.families[0].paths, 2 * n as u64);
 }

@@ -13,6 +13,7 @@ use crate::policy::{Decision, PeerPolicy, PeerType, Program};
 use crate::rib::BestChange;
 
 use super::super::policy as speaker_policy;
+use super::super::rejected::{self, RejectedPath};
 use super::{Output, Speaker, SpeakerEvent};
 
 impl Speaker {
@@ -61,6 +62,20 @@ impl Speaker {
         };
         let (u, refused) = speaker_policy::reimport(&self.rib, &policy.import, ip, kind);
         let gone = refused.len();
+        // Kept as the RIB held them, for `tern routes --received`.
+        for r in &refused {
+            let held = self.rib.paths(&r.prefix).iter().find(|path| {
+                !path.source.local && path.source.address == ip && path.path_id == r.path_id
+            });
+            if let Some(path) = held {
+                let reason: std::sync::Arc<str> = rejected::policy_reason(&r.label).into();
+                p.rejected.keep(r.prefix, r.path_id, || RejectedPath {
+                    attrs: Arc::clone(&path.attrs),
+                    next_hop: Some(path.next_hop),
+                    reason,
+                });
+            }
+        }
         let texts = p.refused(false, refused);
         let mut text = format!("new import policy: {gone} path(s) it sent now rejected");
         if p.route_refresh {
