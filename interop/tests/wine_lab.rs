@@ -7,7 +7,8 @@
 //! BIRD, BIRD's routes in tern's Loc-RIB, MD5 and GTSM peers refused by name, the
 //! metrics, the pipe CLI (`status`, `peers`, `routes`, `diagnose`, text and `-o json`)
 //! from a second Wine process, a live edit of cluster.yaml (a new block reaches BIRD, no session resets),
-//! Ctrl-C and a restart, and the Windows service through Wine's SCM (`tern service
+//! the operator's actions (`routes --received`, `log-level`, `drain`, `reset`) with
+//! `tern monitor` streaming the reset, Ctrl-C and a restart, and the Windows service through Wine's SCM (`tern service
 //! install`, `sc start`, `sc query` RUNNING, sessions up, `sc stop`, uninstall).
 //!
 //! The FIB is off (`fib: {enabled: false}`): Wine's iphlpapi has no
@@ -357,6 +358,7 @@ fn wine_lab() {
     let before = pipe_cli(&lab);
     refused(&lab, &before);
     live_edit(&lab, &since, &before, &mut figures);
+    actions(&lab, &mut figures);
     stop_and_restart(&lab, tern, &mut figures);
     service(&lab, &mut figures);
 
@@ -504,6 +506,87 @@ fn live_edit(
         assert_eq!(p["flaps"], 0, "{addr} flapped on the edit: {p}");
         assert_eq!(p["since"], before[addr]["since"], "{addr}: {p}");
     }
+}
+
+/// The operator's toolbox over the pipe, each from its own Wine process: `routes
+/// --received`, `log-level`, `drain` / `undrain` (BIRD sees the GRACEFUL_SHUTDOWN
+/// community come and go), a hard `reset` of node-b's IPv4 session with a message (BIRD
+/// logs it, the session comes back), and `tern monitor -o json` streaming that reset.
+/// Wine's user is an Administrator, whom the pipe lets act.
+fn actions(lab: &Lab, figures: &mut Vec<String>) {
+    let got: serde_json::Value =
+        serde_json::from_str(&lab.tern(&["routes", "--received", B.0, "-o", "json"])).unwrap();
+    let routes = got["routes"].as_array().cloned().unwrap_or_default();
+    assert!(
+        routes
+            .iter()
+            .any(|r| r["prefix"] == LEARNT.0 && r["accepted"] == true),
+        "{got}"
+    );
+    let text = lab.tern(&["routes", "--received", B.0]);
+    assert!(
+        text.starts_with(&format!("Received from {}: ", B.0)),
+        "{text}"
+    );
+    lab.tern(&["log-level", "debug"]);
+    lab.tern(&["log-level", "info"]);
+
+    let drained = |peer: &Peer| {
+        peer.cli(&["show", "route", BLOCK_V4, "all"])
+            .is_ok_and(|t| t.contains("(65535,0)"))
+    };
+    lab.tern(&["drain"]);
+    wait_for("the drained block at BIRD", Duration::from_secs(20), || {
+        drained(&lab.b) && drained(&lab.c)
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    lab.tern(&["undrain"]);
+    wait_for(
+        "the undrained block at BIRD",
+        Duration::from_secs(20),
+        || !drained(&lab.b) && !drained(&lab.c),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+
+    let monitor_log = lab.dir.path().join("monitor.log");
+    let mut monitor = lab
+        .wine
+        .spawn(
+            &[&lab.exe, "monitor", "--peer", B.0, "-o", "json"],
+            &monitor_log,
+        )
+        .unwrap();
+    let read_monitor = || std::fs::read_to_string(&monitor_log).unwrap_or_default();
+    // Its first line says it is subscribed: from then on nothing is missed.
+    wait_for("tern monitor's first line", Duration::from_secs(30), || {
+        read_monitor().contains("subscribed")
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", read_monitor()));
+    let t = Instant::now();
+    let done = lab.tern(&["reset", B.0, "--message", "wine lab reset"]);
+    assert!(done.contains(B.0), "{done}");
+    wait_for("BIRD to log the reset", Duration::from_secs(20), || {
+        lab.b.log().contains("wine lab reset")
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    lab.wait_all_up("node-b's session after the reset");
+    figures.push(format!("reset to all up again: {:.1?}", t.elapsed()));
+    wait_for("the reset in tern monitor", Duration::from_secs(20), || {
+        let events: Vec<serde_json::Value> = read_monitor()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let of_b = |want: &str| {
+            events.iter().any(|e| {
+                e["type"] == "session"
+                    && e["peer"] == B.0
+                    && e["text"].as_str().is_some_and(|t| t.starts_with(want))
+            })
+        };
+        of_b("down") && of_b("Established")
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", read_monitor()));
+    monitor.kill();
 }
 
 /// Ctrl-C (exit 0, sessions gone at BIRD), a restart (sessions back), Ctrl-C again.
