@@ -116,8 +116,8 @@ impl Run {
         }
     }
 
-    /// `query routes | stats | advertised <peer> | received <peer> [prefix]`: what the
-    /// driver would answer.
+    /// `query routes | routes-of <prefix> | stats | advertised <peer> | received <peer>
+    /// [prefix]`: what the driver would answer.
     fn query(&self, words: &[&str], out: &mut String) {
         match words {
             ["routes"] => {
@@ -154,6 +154,15 @@ impl Run {
                     }
                 }
             },
+            ["routes-of", p] => {
+                let want = p.parse().unwrap();
+                for (p, b) in self.speaker.routes_of(want) {
+                    let _ = writeln!(out, "  route {p} {}", best(&b));
+                }
+                for (p, paths) in self.speaker.paths_of(&[want]) {
+                    let _ = writeln!(out, "  paths {p} {}", paths.len());
+                }
+            }
             ["received", p, rest @ ..] => {
                 let only = rest.first().map(|w| w.parse().unwrap());
                 match self.speaker.received(ip(p), only) {
@@ -183,7 +192,7 @@ impl Run {
                 }
             }
             _ => panic!(
-                "query: routes | stats | advertised <peer> | received <peer> [prefix], got {words:?}"
+                "query: routes | routes-of <prefix> | stats | advertised <peer> | received <peer> [prefix], got {words:?}"
             ),
         }
     }

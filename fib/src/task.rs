@@ -145,8 +145,8 @@ pub enum FibMsg {
     Diagnose(Vec<PeerFacts>, oneshot::Sender<Vec<Finding>>),
     /// The metrics' counts, kept as routes change: a scrape never walks the table.
     Counts(oneshot::Sender<FibCounts>),
-    /// Prefixes installed, for `tern routes`.
-    Installed(oneshot::Sender<Vec<IpNet>>),
+    /// Prefixes installed (only of these, if given), for `tern routes`.
+    Installed(Option<Vec<IpNet>>, oneshot::Sender<Vec<IpNet>>),
     /// How many of tern's routes an earlier run left in the kernel (found at start),
     /// and of BIRD's when taking over from it ([`predecessor`]): non-zero means we
     /// restart with our forwarding state kept.
@@ -377,8 +377,8 @@ impl<B: Backend> Task<B> {
             FibMsg::Adopted(reply) => {
                 let _ = reply.send(self.found_at_start);
             }
-            FibMsg::Installed(reply) => {
-                let _ = reply.send(self.installed());
+            FibMsg::Installed(only, reply) => {
+                let _ = reply.send(self.installed(only.as_deref()));
             }
             FibMsg::Counts(reply) => {
                 let _ = reply.send(self.counts());

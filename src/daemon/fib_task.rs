@@ -108,7 +108,7 @@ async fn fib_off(mut commands: mpsc::Receiver<FibMsg>, inner: mpsc::Sender<FibMs
             FibMsg::Diagnose(_, reply) => {
                 let _ = reply.send(Vec::new());
             }
-            FibMsg::Installed(reply) => {
+            FibMsg::Installed(_, reply) => {
                 let _ = reply.send(Vec::new());
             }
             FibMsg::Counts(reply) => {
@@ -209,7 +209,7 @@ mod tests {
         tx.send(FibMsg::Diagnose(vec![peer], dtx)).await.unwrap();
         assert!(drx.await.unwrap().is_empty());
         let (itx, irx) = oneshot::channel();
-        tx.send(FibMsg::Installed(itx)).await.unwrap();
+        tx.send(FibMsg::Installed(None, itx)).await.unwrap();
         assert!(irx.await.unwrap().is_empty());
         tx.send(FibMsg::Reshape).await.unwrap();
         assert!(matches!(inner_rx.recv().await, Some(FibMsg::Reshape)));

@@ -221,6 +221,14 @@ pub enum SpeakerCommand {
     RemovePeer(IpAddr, String),
     /// The current Loc-RIB.
     Routes(oneshot::Sender<Vec<(IpNet, Best)>>),
+    /// The Loc-RIB entries `tern routes PREFIX|ADDR` asks for: the prefix itself, or,
+    /// for an address with no route of its own, every route covering it.
+    RoutesOf(IpNet, oneshot::Sender<Vec<(IpNet, Best)>>),
+    /// Every path of these prefixes, for `tern routes --all PREFIX`.
+    PathsOf(
+        Vec<IpNet>,
+        oneshot::Sender<Vec<(IpNet, Vec<Arc<crate::rib::Path>>)>>,
+    ),
     /// Every path of every prefix (the Adj-RIBs-In after the import checks, our own
     /// routes included), in the RIB's order, for `tern routes --all|--count`.
     Paths(oneshot::Sender<Vec<(IpNet, Vec<Arc<crate::rib::Path>>)>>),

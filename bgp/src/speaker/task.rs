@@ -205,6 +205,14 @@ impl Driver {
                 let _ = reply.send(self.core.routes());
                 return;
             }
+            SpeakerCommand::RoutesOf(want, reply) => {
+                let _ = reply.send(self.core.routes_of(want));
+                return;
+            }
+            SpeakerCommand::PathsOf(prefixes, reply) => {
+                let _ = reply.send(self.core.paths_of(&prefixes));
+                return;
+            }
             SpeakerCommand::Paths(reply) => {
                 let _ = reply.send(self.core.paths());
                 return;

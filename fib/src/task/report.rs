@@ -119,12 +119,22 @@ impl<B: Backend> Task<B> {
     }
 
     /// Prefixes installed as wanted, for `tern routes`.
-    pub(super) fn installed(&self) -> Vec<IpNet> {
-        self.kernel
-            .iter()
-            .filter(|(p, r)| self.wanted.get(p).is_some_and(|w| same(w, r)))
-            .map(|(p, _)| *p)
-            .collect()
+    pub(super) fn installed(&self, only: Option<&[IpNet]>) -> Vec<IpNet> {
+        let as_wanted = |p: &IpNet, r: &Route| self.wanted.get(p).is_some_and(|w| same(w, r));
+        match only {
+            // A few prefixes (`tern routes PREFIX`): looked up, the table not walked.
+            Some(list) => list
+                .iter()
+                .filter(|p| self.kernel.get(p).is_some_and(|r| as_wanted(p, r)))
+                .copied()
+                .collect(),
+            None => self
+                .kernel
+                .iter()
+                .filter(|(p, r)| as_wanted(p, r))
+                .map(|(p, _)| *p)
+                .collect(),
+        }
     }
 
     /// `tern diagnose`: what the kernel's interfaces, neighbours and routes say about

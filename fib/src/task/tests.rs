@@ -460,7 +460,7 @@ async fn a_reshape_changes_only_the_routes_whose_form_differs() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     commands.send(FibMsg::Reshape).await.unwrap();
     let (tx, rx) = oneshot::channel();
-    commands.send(FibMsg::Installed(tx)).await.unwrap();
+    commands.send(FibMsg::Installed(None, tx)).await.unwrap();
     assert_eq!(rx.await.unwrap().len(), 2);
     let k = kernel.0.lock().unwrap();
     assert_eq!(

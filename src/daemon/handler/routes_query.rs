@@ -5,7 +5,6 @@
 //! is not decoded into a tree and laid out again by the client.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use ipnet::IpNet;
 use tern_bgp::speaker::SpeakerCommand;
@@ -182,17 +181,30 @@ impl DaemonHandler {
             peer: q.peer.map(parse_address).transpose()?,
             v6: q.family.map(routes::parse_family).transpose()?,
         };
-        let rib = self.loc_rib().await?;
-        let paths = if q.all || q.count {
-            self.all_paths().await?
-        } else {
-            Vec::new()
+        // A prefix or an address: only its routes are copied from the speaker and
+        // looked up at the FIB task, not the table (a million routes take a second).
+        let rib = match (filter.prefix, q.count) {
+            (Some(want), false) => {
+                self.ask_speaker(|tx| SpeakerCommand::RoutesOf(want, tx))
+                    .await?
+            }
+            _ => self.loc_rib().await?,
+        };
+        let only: Option<Vec<IpNet>> = filter.prefix.map(|_| rib.iter().map(|(p, _)| *p).collect());
+        let paths = match (&only, q.all || q.count) {
+            (_, false) => Vec::new(),
+            (Some(list), true) if !q.count => {
+                let list = list.clone();
+                self.ask_speaker(|tx| SpeakerCommand::PathsOf(list, tx))
+                    .await?
+            }
+            _ => self.ask_speaker(SpeakerCommand::Paths).await?,
         };
         if q.count {
             return Ok(Answer::Count(routes::count(&rib, &paths, filter.v6)));
         }
         let (tx, rx) = oneshot::channel();
-        let installed: HashSet<IpNet> = match self.fib.send(FibMsg::Installed(tx)).await {
+        let installed: HashSet<IpNet> = match self.fib.send(FibMsg::Installed(only, tx)).await {
             Ok(()) => ask("FIB task", rx)
                 .await
                 .unwrap_or_default()
@@ -216,11 +228,14 @@ impl DaemonHandler {
         Ok(Answer::Routes(RoutesReply { routes: rows }))
     }
 
-    /// Every path of every prefix, from the speaker.
-    async fn all_paths(&self) -> Result<Vec<(IpNet, Vec<Arc<tern_bgp::rib::Path>>)>, String> {
+    /// Asks the speaker `make(reply)` and waits for the answer.
+    async fn ask_speaker<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> SpeakerCommand,
+    ) -> Result<T, String> {
         let (tx, rx) = oneshot::channel();
         self.speaker()?
-            .send(SpeakerCommand::Paths(tx))
+            .send(make(tx))
             .await
             .map_err(|_| "the BGP speaker has stopped".to_string())?;
         ask("BGP speaker", rx).await

@@ -1,5 +1,7 @@
-//! `tern routes --received PEER`: what one peer sent, read from the core without
-//! changing it: its paths in the RIB (accepted) and the rejected ones its store kept.
+//! What `tern routes` reads of the core for a few routes, without changing it or
+//! copying the table: one prefix or the routes covering an address (`tern routes
+//! PREFIX|ADDR`, `--all`), and what one peer sent (`--received PEER`: its paths in the
+//! RIB, and the rejected ones its store kept).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -12,6 +14,32 @@ use super::super::rejected::Received;
 use super::Speaker;
 
 impl Speaker {
+    /// The Loc-RIB entry of `want`, or (an address with no route of its own) those of
+    /// every prefix covering it, by prefix: at most one look-up per prefix length.
+    pub fn routes_of(&self, want: IpNet) -> Vec<(IpNet, crate::rib::Best)> {
+        if let Some(b) = self.rib.best(&want) {
+            return vec![(want, b.clone())];
+        }
+        if want.prefix_len() != want.max_prefix_len() {
+            return Vec::new();
+        }
+        let mut out: Vec<(IpNet, crate::rib::Best)> = (0..=want.max_prefix_len())
+            .filter_map(|len| IpNet::new(want.addr(), len).ok().map(|n| n.trunc()))
+            .filter_map(|n| self.rib.best(&n).map(|b| (n, b.clone())))
+            .collect();
+        out.sort_by_key(|(p, _)| *p);
+        out
+    }
+
+    /// Every path of each of `prefixes` that has any.
+    pub fn paths_of(&self, prefixes: &[IpNet]) -> Vec<(IpNet, Vec<Arc<Path>>)> {
+        prefixes
+            .iter()
+            .filter(|p| !self.rib.paths(p).is_empty())
+            .map(|p| (*p, self.rib.paths(p).to_vec()))
+            .collect()
+    }
+
     /// What peer `ip` sent, only `prefix` if given; `None` if it is not configured.
     pub fn received(&self, ip: IpAddr, prefix: Option<IpNet>) -> Option<Received> {
         let p = self.peers.get(&ip)?;
