@@ -8,7 +8,8 @@
 //! `importV4` rule rejecting the FRR ToR's prefix keeps it out of tern's kernel table
 //! while the BIRD ToR's prefix is installed and pingable; removing the rule from the
 //! file datastore (`tern reload`) brings the prefix in with no session reset (no new
-//! "BGP session established" in tern's log). Skips without root, BIRD or FRR; fails
+//! "BGP session established" in tern's log); before, `tern routes --received` shows
+//! the prefix rejected by the rule, and at the edit the kept path is judged again. Skips without root, BIRD or FRR; fails
 //! under CI=true.
 
 #![cfg(target_os = "linux")]
@@ -140,6 +141,18 @@ fn established(n: &Host) -> usize {
     log(n).matches("BGP session established").count()
 }
 
+/// `tern ARGS` against the node's socket; its output (exit code 0 asserted).
+fn cli(n: &Host, args: &[&str]) -> String {
+    let out = Command::new(TERN)
+        .args(args)
+        .arg("--socket")
+        .arg(n.dir.join("tern.sock"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "tern {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn reload(n: &Host) {
     let out = Command::new(TERN)
         .args(["reload", "--socket"])
@@ -268,6 +281,17 @@ fn calico_policy_filters_transit_and_a_bgpfilter_edit_applies_live() {
         fail("a ToR route left tern toward another peer");
     }
 
+    // What the FRR ToR sent, its prefix rejected by the BGPFilter rule.
+    let received = cli(
+        &node,
+        &["routes", "--received", "198.51.100.2", "-o", "json"],
+    );
+    if !received.contains("\"rejected_by\": \"import policy: BGPFilter tor-2-in importV4[0]\"") {
+        fail(&format!(
+            "tern routes --received 198.51.100.2 does not show the rejection:\n{received}"
+        ));
+    }
+
     // The rule removed live: the prefix comes in, no session is reset.
     let sessions = established(&node);
     std::fs::write(&cluster_file, cluster("[]")).unwrap_or_else(|e| panic!("{e}"));
@@ -286,6 +310,10 @@ fn calico_policy_filters_transit_and_a_bgpfilter_edit_applies_live() {
     }
     if !log(&node).contains("route policy replaced") {
         fail("no policy replacement logged");
+    }
+    // The kept rejected path was judged again at once, before any ROUTE-REFRESH answer.
+    if !log(&node).contains("1 kept path(s) rejected before judged again, 1 now accepted") {
+        fail("the kept rejected path was not judged again");
     }
     // Still no transit for the newly accepted prefix.
     std::thread::sleep(Duration::from_secs(1));

@@ -210,8 +210,10 @@ pub enum SpeakerCommand {
     Withdraw(IpNet),
     /// Replace a peer's route policy without resetting its session: routes sent to it
     /// are judged again and only the difference is sent; paths it sent that the new
-    /// import program rejects go at once, and the peer is asked to send its routes
-    /// again (ROUTE-REFRESH, when negotiated) so that ones rejected before may pass.
+    /// import program rejects go at once, the rejected paths kept for `tern routes
+    /// --received` are judged again (those now accepted enter at once), and the peer is
+    /// asked to send its routes again (ROUTE-REFRESH, when negotiated) so that ones
+    /// rejected before and not kept may pass.
     SetPolicy(IpAddr, Arc<PeerPolicy>),
     /// Start a session with a new peer (a configuration change); ignored if a peer
     /// with that address exists.

@@ -7,7 +7,9 @@
 //! Bounded: at most [`KEPT_PER_PEER`] paths per peer are kept, so a peer that sends a
 //! full table the policy refuses cannot grow tern's memory; beyond that they are only
 //! counted. An entry goes when the peer withdraws the prefix or announces it again and
-//! it is accepted, and all of them go with the session. Attributes are shared: one
+//! it is accepted, and all of them go with the session. A new import policy judges the
+//! kept paths that the old one rejected again, so they can enter the RIB without the
+//! peer sending them (a soft reconfiguration inbound for what was kept). Attributes are shared: one
 //! `Arc` per UPDATE, one reason text per UPDATE or policy statement.
 
 use std::collections::BTreeMap;
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::rib::import::Rejection;
-use crate::wire::{ErrorAction, MpNextHop, Nlri, PathAttributes, Update};
+use crate::wire::{ErrorAction, Family, MpNextHop, MpReach, Nlri, PathAttributes, Update};
 
 use super::policy::Refused;
 
@@ -33,6 +35,9 @@ pub struct RejectedPath {
     pub next_hop: Option<IpAddr>,
     /// Why it did not enter the RIB, in words.
     pub reason: Arc<str>,
+    /// The import policy rejected it (not an RFC check or a malformed attribute): a
+    /// new import policy judges it again.
+    pub by_policy: bool,
 }
 
 /// What `tern routes --received` reads of one peer's rejected paths.
@@ -69,6 +74,42 @@ pub(super) fn policy_reason(label: &str) -> String {
         "import policy: no statement accepted it (the policy's default)".into()
     } else {
         format!("import policy: {label}")
+    }
+}
+
+/// The UPDATE that announces a kept path again: classic NLRI with NEXT_HOP for IPv4,
+/// MP_REACH for IPv6; `None` without a usable next hop.
+fn announcement(prefix: IpNet, path_id: u32, r: &RejectedPath) -> Option<Update> {
+    let nlri = Nlri {
+        prefix,
+        path_id: (path_id != 0).then_some(path_id),
+    };
+    match (prefix, r.next_hop?) {
+        (IpNet::V4(_), IpAddr::V4(hop)) => Some(Update {
+            attributes: PathAttributes {
+                next_hop: Some(hop),
+                ..(*r.attrs).clone()
+            },
+            nlri: vec![nlri],
+            ..Update::default()
+        }),
+        (IpNet::V6(_), IpAddr::V6(global)) => Some(Update {
+            attributes: PathAttributes {
+                next_hop: None,
+                ..(*r.attrs).clone()
+            },
+            mp_reach: Some(MpReach {
+                family: Family::IPV6_UNICAST,
+                next_hop: MpNextHop::V6 {
+                    global,
+                    link_local: None,
+                },
+                nlri: vec![nlri],
+                unparsed: None,
+            }),
+            ..Update::default()
+        }),
+        _ => None,
     }
 }
 
@@ -134,6 +175,7 @@ impl Rejected {
                     attrs: Arc::clone(&attrs),
                     next_hop: next_hop_of(u, mp),
                     reason: Arc::clone(&reason),
+                    by_policy: false,
                 });
             }
             return;
@@ -150,6 +192,7 @@ impl Rejected {
                 attrs: Arc::clone(&attrs),
                 next_hop: next_hop_of(u, mp),
                 reason: Arc::clone(reason),
+                by_policy: true,
             };
             self.keep(r.prefix, r.path_id, || path);
         }
@@ -164,6 +207,19 @@ impl Rejected {
         } else {
             self.not_kept += 1;
         }
+    }
+
+    /// The kept paths the import policy rejected, as the UPDATEs that announce them
+    /// again (one each), for a new import policy to judge without the peer sending
+    /// anything; and how many rejections were not kept (those need the peer).
+    pub fn policy_rejected(&self) -> (Vec<Update>, u64) {
+        let again = self
+            .paths
+            .iter()
+            .filter(|(_, r)| r.by_policy)
+            .filter_map(|((prefix, id), r)| announcement(*prefix, *id, r))
+            .collect();
+        (again, self.not_kept)
     }
 
     /// Forgets every path (the session went down).

@@ -44,6 +44,7 @@ fn sent() -> Received {
         attrs: attrs(&[65001, 64512]),
         next_hop: Some(hop.parse().unwrap()),
         reason: reason.into(),
+        by_policy: reason.starts_with("import policy"),
     };
     Received {
         accepted: vec![

@@ -1,8 +1,9 @@
 //! A peer's route policy replaced on a running session ([`Input::SetPolicy`]), without
 //! a reset: a new export program judges the Loc-RIB again and only the difference goes
 //! out; a new import program judges the paths the peer sent again (those now rejected
-//! go at once) and, when the session negotiated route refresh, asks the peer to send
-//! its routes again so that ones rejected before may pass.
+//! go at once), judges the rejected paths it kept again (those now accepted enter at
+//! once, route refresh or not), and, when the session negotiated route refresh, asks
+//! the peer to send its routes again so that rejected ones not kept may pass too.
 //!
 //! [`Input::SetPolicy`]: super::Input::SetPolicy
 
@@ -10,8 +11,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::policy::{Decision, PeerPolicy, PeerType, Program};
-use crate::rib::BestChange;
+use crate::rib::{BestChange, PeerSource};
+use crate::wire::Update;
 
+use super::super::peer;
 use super::super::policy as speaker_policy;
 use super::super::rejected::{self, RejectedPath};
 use super::{Output, Speaker, SpeakerEvent};
@@ -60,6 +63,8 @@ impl Speaker {
         } else {
             PeerType::Internal
         };
+        // Taken before the paths this program rejects are kept: those were judged.
+        let (again, not_kept) = p.rejected.policy_rejected();
         let (u, refused) = speaker_policy::reimport(&self.rib, &policy.import, ip, kind);
         let gone = refused.len();
         // Kept as the RIB held them, for `tern routes --received`.
@@ -73,6 +78,7 @@ impl Speaker {
                     attrs: Arc::clone(&path.attrs),
                     next_hop: Some(path.next_hop),
                     reason,
+                    by_policy: true,
                 });
             }
         }
@@ -84,19 +90,54 @@ impl Speaker {
             if !msgs.is_empty() {
                 self.out.push(Output::Send(ip, msgs));
             }
-        } else {
-            text.push_str(
-                "; the session did not negotiate route refresh: routes rejected before \
-                 are judged again with the next session",
-            );
+        } else if not_kept > 0 {
+            text.push_str(&format!(
+                "; the session did not negotiate route refresh: {not_kept} rejected \
+                 path(s) that were not kept are judged again with the next session"
+            ));
         }
         let address = p.cfg.address;
         for t in texts {
             self.event(SpeakerEvent::Rejected(address, t));
         }
-        let changes = self.rib.apply_update(&source, &u);
+        let mut changes = self.rib.apply_update(&source, &u);
+        if !again.is_empty() {
+            let accepted = self.rejudge(ip, &source, &again, &mut changes);
+            text.push_str(&format!(
+                "; {} kept path(s) rejected before judged again, {accepted} now accepted",
+                again.len()
+            ));
+        }
         self.propagate(changes);
         text
+    }
+
+    /// The kept paths of peer `ip` that the old import policy rejected, announced again
+    /// through the import (checks and the new policy) as if the peer had sent them:
+    /// those accepted enter the RIB (their Loc-RIB changes added to `changes`), the
+    /// others stay kept with the new reason. Returns how many were accepted. Not
+    /// counted as rejections again, and not reported: nothing new was received.
+    fn rejudge(
+        &mut self,
+        ip: IpAddr,
+        source: &Arc<PeerSource>,
+        again: &[Update],
+        changes: &mut Vec<BestChange>,
+    ) -> usize {
+        let mut accepted = 0;
+        for u in again {
+            let Some(p) = self.peers.get_mut(&ip) else {
+                break;
+            };
+            let (c, check, refused) =
+                peer::import(&mut self.rib, &self.cfg, &self.own, &p.cfg, source, u);
+            if check.is_none() && refused.is_empty() {
+                accepted += 1;
+            }
+            p.rejected.after_update(u, check.as_ref(), &refused);
+            changes.extend(c);
+        }
+        accepted
     }
 
     /// The new export program on the Loc-RIB for peer `ip`: only the difference is
