@@ -370,19 +370,7 @@ fn main() -> ExitCode {
         }
         Command::Drain => ask(CliCommand::Drain { on: true }),
         Command::Undrain => ask(CliCommand::Drain { on: false }),
-        Command::Completions { shell } => {
-            // Into memory first: clap_complete panics on a failed write (a closed pipe).
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "tern", &mut script);
-            let mut out = std::io::stdout().lock();
-            match out.write_all(&script).and_then(|()| out.flush()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("tern completions: cannot write to standard output: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
+        Command::Completions { shell } => run_completions(shell),
         Command::Man { dir } => match man::write(Cli::command(), dir.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -390,26 +378,44 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::CheckConfig { config } => {
-            let report = tern::check_config::check(&config);
-            match output {
-                OutputFormat::Text | OutputFormat::Wide => {
-                    print!("{}", tern::check_config::render(&report))
-                }
-                OutputFormat::Json | OutputFormat::Yaml => {
-                    let doc = tern::check_config::to_json(&report);
-                    if let Err(e) = tern::control::cli::print_document(&doc, output.cli()) {
-                        eprintln!("tern check-config: {e}");
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            if report.errors.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
+        Command::CheckConfig { config } => run_check_config(&config, output),
+    }
+}
+
+/// `tern completions SHELL`: the script on standard output.
+fn run_completions(shell: clap_complete::Shell) -> ExitCode {
+    // Into memory first: clap_complete panics on a failed write (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "tern", &mut script);
+    let mut out = std::io::stdout().lock();
+    match out.write_all(&script).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tern completions: cannot write to standard output: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `tern check-config`: the report, text or a document; exit 1 with errors.
+fn run_check_config(config: &std::path::Path, output: OutputFormat) -> ExitCode {
+    let report = tern::check_config::check(config);
+    match output {
+        OutputFormat::Text | OutputFormat::Wide => {
+            print!("{}", tern::check_config::render(&report))
+        }
+        OutputFormat::Json | OutputFormat::Yaml => {
+            let doc = tern::check_config::to_json(&report);
+            if let Err(e) = tern::control::cli::print_document(&doc, output.cli()) {
+                eprintln!("tern check-config: {e}");
+                return ExitCode::from(2);
             }
         }
+    }
+    if report.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

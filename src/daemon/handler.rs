@@ -11,7 +11,6 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde_json::Value;
 use tern_bgp::rib::export::Exported;
-use tern_bgp::rib::Best;
 use tern_bgp::speaker::{PeerStats, SpeakerCommand};
 use tern_fib::diag::{AnnouncedNextHop, EbgpFacts, PeerFacts};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -88,10 +87,14 @@ impl DaemonHandler {
         })
     }
 
-    async fn loc_rib(&self) -> Result<Vec<(IpNet, Best)>, String> {
+    /// Asks the speaker `make(reply)` and waits for the answer.
+    async fn ask_speaker<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> SpeakerCommand,
+    ) -> Result<T, String> {
         let (tx, rx) = oneshot::channel();
         self.speaker()?
-            .send(SpeakerCommand::Routes(tx))
+            .send(make(tx))
             .await
             .map_err(|_| "the BGP speaker has stopped".to_string())?;
         ask("BGP speaker", rx).await

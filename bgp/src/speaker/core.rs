@@ -12,7 +12,7 @@
 
 mod operate;
 mod policy;
-mod received;
+mod queries;
 mod send;
 
 use std::collections::BTreeMap;
@@ -25,8 +25,8 @@ use ipnet::IpNet;
 
 use crate::fsm::Negotiated;
 use crate::policy::{PeerPolicy, RouteSource};
-use crate::rib::export::{AdjRibOut, Exported};
-use crate::rib::{Best, BestChange, PeerSource, Rib};
+use crate::rib::export::AdjRibOut;
+use crate::rib::{BestChange, PeerSource, Rib};
 use crate::session::{DriverConfig, SessionEvent};
 use crate::wire::{
     Capability, Family, Message, Notification, PathAttributes, RefreshSubtype, Update,
@@ -35,7 +35,7 @@ use crate::wire::{
 use super::gr::{Down, OwnRestart, Progress};
 use super::peer::{self, Out, Peer};
 use super::policy::{OwnRoute, OwnRoutes};
-use super::{PeerConfig, PeerStats, RibNews, SpeakerConfig, SpeakerEvent, LIMIT_HOLD_DOWN};
+use super::{PeerConfig, RibNews, SpeakerConfig, SpeakerEvent, LIMIT_HOLD_DOWN};
 
 /// A timer the core asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -252,78 +252,6 @@ impl Speaker {
             }
         }
         std::mem::take(&mut self.out)
-    }
-
-    /// The current Loc-RIB.
-    pub fn routes(&self) -> Vec<(IpNet, Best)> {
-        self.rib.iter().map(|(p, b)| (*p, b.clone())).collect()
-    }
-
-    /// Every path of every prefix, as the RIB holds them (only `Arc`s are copied).
-    pub fn paths(&self) -> Vec<(IpNet, Vec<Arc<crate::rib::Path>>)> {
-        self.rib
-            .iter()
-            .map(|(p, _)| (*p, self.rib.paths(p).to_vec()))
-            .collect()
-    }
-
-    /// Per-peer counters.
-    pub fn peer_stats(&self) -> Vec<PeerStats> {
-        self.peers
-            .iter()
-            .map(|(a, p)| PeerStats {
-                address: *a,
-                updates_in: p.updates_in,
-                updates_out: p.updates_out,
-                advertised: p.out.as_ref().map_or(0, |o| o.rib.len() as u64),
-                received: self.rib.paths_from(*a),
-                rejected_import: p.rejected_import,
-                filtered_export: p.filtered_export,
-                notifications_in: p.notifications_in.clone(),
-                last_notification_in: p.last_notification_in.clone(),
-                last_notification_out: p.last_notification_out.clone(),
-                messages: Default::default(),
-                negotiated: p.negotiated.clone(),
-                notifications_out: p.notifications_out.clone(),
-                disabled: p.disabled,
-            })
-            .collect()
-    }
-
-    /// The Loc-RIB's size.
-    pub fn rib_counts(&self) -> super::RibCounts {
-        let (ipv4_prefixes, ipv6_prefixes) = self.rib.prefixes_by_family();
-        super::RibCounts {
-            ipv4_prefixes,
-            ipv6_prefixes,
-            paths: self.rib.paths_total(),
-        }
-    }
-
-    /// What one peer has been sent; `None` if it is not a peer or not established.
-    pub fn advertised(&self, ip: IpAddr) -> Option<Vec<(IpNet, Exported)>> {
-        self.peers
-            .get(&ip)
-            .and_then(|p| p.out.as_ref())
-            .map(|o| o.rib.iter().map(|(n, e)| (*n, e.clone())).collect())
-    }
-
-    /// The next hops peer `ip` has been sent, grouped, without copying its
-    /// Adj-RIB-Out.
-    pub fn advertised_next_hops(&self, ip: IpAddr) -> Option<Vec<super::NextHopUse>> {
-        let out = self.peers.get(&ip).and_then(|p| p.out.as_ref())?;
-        let mut by_hop: BTreeMap<IpAddr, super::NextHopUse> = BTreeMap::new();
-        for (prefix, e) in out.rib.iter() {
-            by_hop
-                .entry(e.next_hop)
-                .or_insert(super::NextHopUse {
-                    next_hop: e.next_hop,
-                    example: *prefix,
-                    prefixes: 0,
-                })
-                .prefixes += 1;
-        }
-        Some(by_hop.into_values().collect())
     }
 
     fn own_changed(&mut self) {

@@ -4,9 +4,8 @@
 
 use serde_json::Value;
 use tern_bgp::speaker::{PeerAction, SpeakerCommand};
-use tokio::sync::oneshot;
 
-use super::{ask, json, parse_address, DaemonHandler};
+use super::{json, parse_address, DaemonHandler};
 use crate::control::proto::ActionReply;
 
 /// The NOTIFICATION text of a reset or a disable without one of the operator's.
@@ -34,23 +33,15 @@ impl DaemonHandler {
             }
         };
         let text = message.unwrap_or(DEFAULT_MESSAGE).to_string();
-        let (tx, rx) = oneshot::channel();
-        self.speaker()?
-            .send(SpeakerCommand::Operate(ip, action, text, tx))
-            .await
-            .map_err(|_| "the BGP speaker has stopped".to_string())?;
-        let done = ask("BGP speaker", rx).await??;
+        let done = self
+            .ask_speaker(|tx| SpeakerCommand::Operate(ip, action, text, tx))
+            .await??;
         json(&ActionReply { done })
     }
 
     /// `tern drain` / `tern undrain`.
     pub(super) async fn drain(&self, on: bool) -> Result<Value, String> {
-        let (tx, rx) = oneshot::channel();
-        self.speaker()?
-            .send(SpeakerCommand::Drain(on, tx))
-            .await
-            .map_err(|_| "the BGP speaker has stopped".to_string())?;
-        let done = ask("BGP speaker", rx).await?;
+        let done = self.ask_speaker(|tx| SpeakerCommand::Drain(on, tx)).await?;
         self.lock()?.draining = on;
         json(&ActionReply { done })
     }

@@ -6,9 +6,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use tern_bgp::speaker::rejected::Received;
 use tern_bgp::speaker::SpeakerCommand;
-use tokio::sync::oneshot;
 
-use super::{ask, parse_address, parse_prefix_or_address, routes, DaemonHandler};
+use super::{parse_address, parse_prefix_or_address, routes, DaemonHandler};
 use crate::control::proto::{ReceivedPath, ReceivedReply};
 use crate::daemon::convert::path_info;
 
@@ -23,12 +22,8 @@ impl DaemonHandler {
         let addr = parse_address(peer)?;
         let prefix = prefix.map(parse_prefix_or_address).transpose()?;
         let v6 = family.map(routes::parse_family).transpose()?;
-        let (tx, rx) = oneshot::channel();
-        self.speaker()?
-            .send(SpeakerCommand::Received(addr, prefix, tx))
-            .await
-            .map_err(|_| "the BGP speaker has stopped".to_string())?;
-        let got = ask("BGP speaker", rx)
+        let got = self
+            .ask_speaker(|tx| SpeakerCommand::Received(addr, prefix, tx))
             .await?
             .ok_or_else(|| format!("{addr} is not a configured peer"))?;
         Ok(reply(addr, &got, v6))

@@ -156,12 +156,8 @@ impl DaemonHandler {
             return Err("--advertised needs --peer ADDR: whose Adj-RIB-Out to show".into());
         };
         let addr = parse_address(peer)?;
-        let (tx, rx) = oneshot::channel();
-        self.speaker()?
-            .send(SpeakerCommand::Advertised(addr, tx))
-            .await
-            .map_err(|_| "the BGP speaker has stopped".to_string())?;
-        let sent = ask("BGP speaker", rx)
+        let sent = self
+            .ask_speaker(|tx| SpeakerCommand::Advertised(addr, tx))
             .await?
             .ok_or_else(|| format!("{addr} is not an established peer"))?;
         let routes = sent
@@ -188,7 +184,7 @@ impl DaemonHandler {
                 self.ask_speaker(|tx| SpeakerCommand::RoutesOf(want, tx))
                     .await?
             }
-            _ => self.loc_rib().await?,
+            _ => self.ask_speaker(SpeakerCommand::Routes).await?,
         };
         let only: Option<Vec<IpNet>> = filter.prefix.map(|_| rib.iter().map(|(p, _)| *p).collect());
         let paths = match (&only, q.all || q.count) {
@@ -226,19 +222,6 @@ impl DaemonHandler {
             routes::add_paths(&mut rows, &rib, &paths, &cx);
         }
         Ok(Answer::Routes(RoutesReply { routes: rows }))
-    }
-
-    /// Asks the speaker `make(reply)` and waits for the answer.
-    async fn ask_speaker<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<T>) -> SpeakerCommand,
-    ) -> Result<T, String> {
-        let (tx, rx) = oneshot::channel();
-        self.speaker()?
-            .send(make(tx))
-            .await
-            .map_err(|_| "the BGP speaker has stopped".to_string())?;
-        ask("BGP speaker", rx).await
     }
 }
 
