@@ -432,11 +432,20 @@ fn serve_thread(
         }
     };
     rt.block_on(async move {
-        let listener = match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = ready.send(Err(format!("bind {addr}: {e}")));
-                return;
+        // A restart can find the address still taken for a moment (seen once in CI
+        // after the previous server's thread was joined): tried again for up to 5 s.
+        let mut tries = 0;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => break l,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < 50 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(format!("bind {addr}: {e}")));
+                    return;
+                }
             }
         };
         let bound = listener.local_addr().unwrap_or(addr);
