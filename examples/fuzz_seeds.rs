@@ -77,6 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             code: 200,
             data: bytes::Bytes::from_static(b"opaque"),
         }],
+        kernel_priority: None,
     };
     let v4: Vec<Nlri> = ["198.18.0.0/26", "198.18.1.7/32", "0.0.0.0/0"]
         .iter()

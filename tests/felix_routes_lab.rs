@@ -10,9 +10,16 @@
 //! the VXLAN block is in
 //! tern's RIB but not in the kernel; the IPIP block goes `via … dev tunl0 onlink` and the
 //! plain one `via … dev eth0` (the metric-0 route gone), both with metric 300 (what v3.32's BIRD sets as
-//! `krt_metric` for an eBGP route). Then tern is restarted with `programClusterRoutes:
-//! Disabled` (v3.32: Felix programs every pool's routes): the IPIP and plain routes it
-//! had installed are removed, while a route outside every pool (198.18.9.0/24) stays.
+//! `krt_metric` for an eBGP route); 198.18.9.0/24, outside every pool, gets 77 from a
+//! BGPFilter's import `setPriority` (BIRD's `krt_metric` set on import, which the
+//! kernel export keeps).
+//!
+//! Then, live (the cluster file edited, no restart, no session reset): the normal
+//! priority becomes 500 and the IPIP pool turns VXLAN. The plain block's route takes
+//! metric 500 and the IPIP block's route goes (now Felix's), with the BGP session
+//! still up. Then tern is restarted with `programClusterRoutes: Disabled` (v3.32:
+//! Felix programs every pool's routes): the plain route it had installed is removed,
+//! while the route outside every pool stays.
 //! Skips without root or BIRD; fails under CI=true.
 
 #![cfg(target_os = "linux")]
@@ -41,7 +48,7 @@ protocol bgp tern { local as 65001; neighbor 198.51.100.10 as 64512; hold time 9
 const CLUSTER: &str = r#"apiVersion: projectcalico.org/v3
 kind: BGPConfiguration
 metadata: {name: default}
-spec: {asNumber: 64512, ipv4NormalRoutePriority: 300, programClusterRoutes: {PCR}}
+spec: {asNumber: 64512, ipv4NormalRoutePriority: {PRIO}, programClusterRoutes: {PCR}}
 ---
 apiVersion: projectcalico.org/v3
 kind: Node
@@ -51,7 +58,14 @@ spec: {bgp: {ipv4Address: 198.51.100.10/24}}
 apiVersion: projectcalico.org/v3
 kind: BGPPeer
 metadata: {name: tor}
-spec: {peerIP: 198.51.100.1, asNumber: 65001, holdTime: 9s, keepaliveTime: 3s}
+spec: {peerIP: 198.51.100.1, asNumber: 65001, holdTime: 9s, keepaliveTime: 3s, filters: [fabric]}
+---
+apiVersion: projectcalico.org/v3
+kind: BGPFilter
+metadata: {name: fabric}
+spec:
+  importV4:
+  - {cidr: 198.18.9.0/24, matchOperator: Equal, action: Accept, operations: [{setPriority: {value: 77}}]}
 ---
 apiVersion: projectcalico.org/v3
 kind: IPPool
@@ -61,7 +75,7 @@ spec: {cidr: 198.18.0.0/24, blockSize: 26, vxlanMode: Always}
 apiVersion: projectcalico.org/v3
 kind: IPPool
 metadata: {name: ipip}
-spec: {cidr: 198.18.2.0/24, blockSize: 26, ipipMode: Always}
+spec: {cidr: 198.18.2.0/24, blockSize: 26, {IPIP}}
 ---
 apiVersion: projectcalico.org/v3
 kind: IPPool
@@ -112,8 +126,22 @@ fn in_rib(n: &Host, prefix: &str) -> bool {
     String::from_utf8_lossy(&out.stdout).contains(prefix)
 }
 
-fn start_tern(node: &Host, cluster_file: &Path, pcr: &str) -> Daemon {
-    ok(std::fs::write(cluster_file, CLUSTER.replace("{PCR}", pcr)));
+/// The cluster with `programClusterRoutes: pcr`, the normal priority `prio`, and the
+/// second pool IPIP (else VXLAN).
+fn cluster(pcr: &str, prio: u32, ipip: bool) -> String {
+    let mode = if ipip {
+        "ipipMode: Always"
+    } else {
+        "vxlanMode: Always"
+    };
+    CLUSTER
+        .replace("{PCR}", pcr)
+        .replace("{PRIO}", &prio.to_string())
+        .replace("{IPIP}", mode)
+}
+
+fn start_tern(node: &Host, cluster_file: &Path, pcr: &str, prio: u32, ipip: bool) -> Daemon {
+    ok(std::fs::write(cluster_file, cluster(pcr, prio, ipip)));
     let mut c = node.ns.command(TERN);
     c.args(["run", "--config"]).arg(node.dir.join("tern.yaml"));
     c.env("RUST_LOG", "info");
@@ -162,7 +190,7 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
         "201",
     ]));
     let _bird = ok(Peer::start(Kind::Bird, &tor.ns, &tor.dir, BIRD));
-    let tern = start_tern(&node, &cluster_file, "Enabled");
+    let tern = start_tern(&node, &cluster_file, "Enabled", 300, true);
     let fail = |what: &str| -> ! {
         panic!(
             "{what}\nkernel routes:\n{}\ntern log:\n{}",
@@ -182,13 +210,13 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
             && r.contains("metric 300")
             && r.lines().count() == 1
     };
-    let outside = || route(&node, "198.18.9.0/24").contains("metric 300");
+    let outside = || route(&node, "198.18.9.0/24").contains("metric 77");
     if wait_for("the IPIP and plain routes", Duration::from_secs(40), || {
         ipip() && plain() && outside()
     })
     .is_err()
     {
-        fail("the IPIP route (tunl0, onlink) or the plain route, with metric 300, is missing");
+        fail("the IPIP route (tunl0, onlink) or the plain route, with metric 300, or the fabric route with the import setPriority's 77, is missing");
     }
     // The VXLAN block was received (it is in the RIB) but is Felix's to program.
     if !in_rib(&node, "198.18.0.0/26") {
@@ -204,10 +232,43 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
         route(&node, "198.18.9.0/24")
     );
 
+    // Live: priority 500, the IPIP pool turned VXLAN. The file datastore sees the
+    // edit; routes change without a restart or a session reset.
+    let up_before = log(&node, "Enabled").matches("session established").count();
+    ok(std::fs::write(
+        &cluster_file,
+        cluster("Enabled", 500, false),
+    ));
+    let live = || {
+        let r = route(&node, "198.18.3.0/26");
+        route(&node, "198.18.2.0/26").is_empty()
+            && r.contains("metric 500")
+            && r.lines().count() == 1
+            && outside()
+    };
+    if wait_for("the live change", Duration::from_secs(30), live).is_err() {
+        fail("after the live edit (priority 500, IPIP pool turned VXLAN) the plain route does not have metric 500 alone, or the old IPIP block's route is still there");
+    }
+    if !in_rib(&node, "198.18.2.0/26") {
+        fail("the old IPIP block left tern's RIB: its kernel route going proves nothing");
+    }
+    let up_after = log(&node, "Enabled").matches("session established").count();
+    assert_eq!(
+        up_before,
+        up_after,
+        "the live change reset the session\n{}",
+        log(&node, "Enabled")
+    );
+    println!(
+        "felix_routes_lab: live edit:\n  {}\n  {}",
+        route(&node, "198.18.3.0/26"),
+        route(&node, "198.18.9.0/24")
+    );
+
     // Restarted with programClusterRoutes: Disabled: the pool routes it left behind go
     // once the restart has settled; the fabric route stays.
     drop(tern);
-    let _tern = start_tern(&node, &cluster_file, "Disabled");
+    let _tern = start_tern(&node, &cluster_file, "Disabled", 500, true);
     let settled = || {
         route(&node, "198.18.2.0/26").is_empty()
             && route(&node, "198.18.3.0/26").is_empty()

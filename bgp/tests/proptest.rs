@@ -146,6 +146,8 @@ fn attributes(four_octet: bool) -> impl Strategy<Value = PathAttributes> {
                         .into_iter()
                         .map(|(code, a)| RawAttribute { code, ..a })
                         .collect(),
+                    // Not on the wire: a round trip never carries it.
+                    kernel_priority: None,
                 }
             },
         )

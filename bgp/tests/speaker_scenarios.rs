@@ -228,6 +228,10 @@ impl Run {
                 let _ = writeln!(out, "  drop-session {p} {text:?}");
             }
             Output::Rib(RibNews::Converged) => out.push_str("  rib converged\n"),
+            // The task, not the core, replays the table; shown should that change.
+            Output::Rib(RibNews::Replay(entries)) => {
+                let _ = writeln!(out, "  rib replay of {} entries", entries.len());
+            }
             Output::Rib(RibNews::Changes(changes)) => {
                 for c in changes {
                     let _ = match &c.now {

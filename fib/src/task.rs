@@ -126,9 +126,6 @@ pub trait RouteFilter: Send + 'static {
     type News: Send + 'static;
     /// The news as wanted routes (or the end of the grace).
     fn filter(&mut self, news: Self::News) -> Routes;
-    /// A wanted route as the current policy shapes it, when that differs (an IP pool's
-    /// encapsulation changed); see [`FibMsg::Reshape`].
-    fn reshape(&mut self, route: &Route) -> Option<Route>;
 }
 
 /// What the daemon asks of the FIB task.
@@ -136,9 +133,6 @@ pub trait RouteFilter: Send + 'static {
 pub enum FibMsg {
     /// Wanted routes changed: `None` means the prefix is no longer wanted.
     Want(Vec<(IpNet, Option<Route>)>),
-    /// The policy behind [`RouteFilter::reshape`] changed: every wanted route is
-    /// passed through it again and those that differ are changed in the kernel.
-    Reshape,
     /// `tern fib`.
     Report(oneshot::Sender<FibReply>),
     /// `tern diagnose`: peers to check.
@@ -246,7 +240,7 @@ pub async fn run<B: Backend, F: RouteFilter>(backend: B, inputs: Inputs<F>) {
                 }
             },
         };
-        pending = t.command(msg, &mut commands, &mut filter).await;
+        pending = t.command(msg, &mut commands).await;
     }
 }
 
@@ -338,11 +332,10 @@ impl<B: Backend> Task<B> {
     }
 
     /// A command; returns one taken off the queue while coalescing, to handle next.
-    async fn command<F: RouteFilter>(
+    async fn command(
         &mut self,
         msg: FibMsg,
         commands: &mut mpsc::Receiver<FibMsg>,
-        filter: &mut F,
     ) -> Option<FibMsg> {
         match msg {
             FibMsg::Want(mut batch) => {
@@ -359,14 +352,6 @@ impl<B: Backend> Task<B> {
                 }
                 self.want(batch).await;
                 return next;
-            }
-            FibMsg::Reshape => {
-                let batch: Vec<(IpNet, Option<Route>)> = self
-                    .wanted
-                    .values()
-                    .filter_map(|r| filter.reshape(r).map(|n| (r.prefix, Some(n))))
-                    .collect();
-                self.want(batch).await;
             }
             FibMsg::Report(reply) => {
                 let _ = reply.send(self.report().await);

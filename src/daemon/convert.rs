@@ -157,8 +157,8 @@ pub fn origin_attrs(o: &Origination) -> PathAttributes {
 /// a prefix inside a pool whose routes Felix programs (VXLAN pools, every pool with
 /// `programClusterRoutes: Disabled`). A next hop the pool wants reached through IPIP
 /// is `onlink` with the interface left open: the FIB task puts it on the tunnel device
-/// (it knows the interfaces). The metric is the one v3.32's BIRD gives the route
-/// ([`Encapsulation::metric`]).
+/// (it knows the interfaces). The metric is the one v3.32's BIRD gives the route: the
+/// import policy's `setPriority` if it set one, else [`Encapsulation::metric`].
 pub fn kernel_route(
     prefix: IpNet,
     best: &Best,
@@ -171,7 +171,9 @@ pub fn kernel_route(
     let b = &best.best;
     let metric = kernel_metric(
         &prefix,
-        encap.metric(&prefix, b.attrs.local_pref, b.source.ebgp),
+        b.attrs
+            .kernel_priority
+            .unwrap_or_else(|| encap.metric(&prefix, b.attrs.local_pref, b.source.ebgp)),
     );
     let mut hops: Vec<IpAddr> = best.multipath.iter().map(|p| p.next_hop).collect();
     if hops.is_empty() {
@@ -207,33 +209,6 @@ fn kernel_metric(prefix: &IpNet, metric: u32) -> u32 {
 /// Whether the route to `prefix` goes to `next_hop` through IPIP (the pool asks for it).
 fn ipip(prefix: IpNet, next_hop: IpAddr, encap: &Encapsulation) -> bool {
     encap.any() && encap.ipip_toward(&prefix, next_hop)
-}
-
-/// A learnt kernel route as `encap` wants it, when that differs (an IP pool's ipipMode
-/// changed): the same next hops, each `onlink` (through the tunnel) or not. What
-/// [`kernel_route`] would give for the same Loc-RIB entry, without needing the entry.
-pub fn reshape(route: &Route, encap: &Encapsulation) -> Option<Route> {
-    let RouteKind::Unicast(hops) = &route.kind else {
-        return None;
-    };
-    let wanted = |h: &NextHop| match (h.gateway, h.interface) {
-        (Some(g), None) => ipip(route.prefix, g, encap),
-        _ => h.onlink,
-    };
-    if hops.iter().all(|h| h.onlink == wanted(h)) {
-        return None;
-    }
-    let hops = hops
-        .iter()
-        .map(|h| NextHop {
-            onlink: wanted(h),
-            ..h.clone()
-        })
-        .collect();
-    Some(Route {
-        kind: RouteKind::Unicast(hops),
-        ..route.clone()
-    })
 }
 
 /// The blackhole of an own block.

@@ -136,6 +136,7 @@ async fn routes_off(mut inputs: Inputs<RibFilter>) {
                     let _ = inputs.grace.send(false);
                 }
                 Some(RibNews::Changes(c)) => inputs.filter.tell_monitor(&c),
+                Some(RibNews::Replay(_)) => {}
                 None => break,
             },
             cmd = inputs.commands.recv() => match cmd {
@@ -211,8 +212,8 @@ mod tests {
         let (itx, irx) = oneshot::channel();
         tx.send(FibMsg::Installed(None, itx)).await.unwrap();
         assert!(irx.await.unwrap().is_empty());
-        tx.send(FibMsg::Reshape).await.unwrap();
-        assert!(matches!(inner_rx.recv().await, Some(FibMsg::Reshape)));
+        tx.send(FibMsg::Want(Vec::new())).await.unwrap();
+        assert!(matches!(inner_rx.recv().await, Some(FibMsg::Want(_))));
     }
 
     /// With the FIB off, routes go nowhere, the grace ends at `Converged`, and nothing

@@ -111,10 +111,11 @@ pub async fn apply_diff(
     routes::originate(d, speaker, workloads).await;
     routes::install_own(d, intent, fib, cfg.fib.table).await;
     if d.policy_changed && cfg.fib.enabled {
-        // Pools changed (an ipipMode edit): the FIB task re-shapes the learnt routes
-        // it holds with the encapsulation the filter now reads (the intent was
-        // published before this), and changes only those whose kernel form differs.
-        let _ = fib.send(FibMsg::Reshape).await;
+        // Pools or the route priority changed (an ipipMode edit, a pool turned VXLAN,
+        // programClusterRoutes, ipv4NormalRoutePriority): the speaker hands its whole
+        // Loc-RIB to the FIB task again, whose filter turns it into kernel routes under
+        // the intent published before this; only the routes that differ change.
+        let _ = speaker.send(SpeakerCommand::Replay).await;
     }
     let secrets_dir = PathBuf::from(DEFAULT_SECRETS_DIR);
     for a in &d.peers_removed {

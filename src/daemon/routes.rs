@@ -113,23 +113,24 @@ impl RouteFilter for RibFilter {
             RibNews::Converged => Routes::Converged,
             RibNews::Changes(changes) => {
                 self.monitor.routes(&changes);
-                self.refresh();
-                Routes::Want(
-                    changes
-                        .iter()
-                        .filter_map(|c| self.want(c.prefix, c.now.as_ref()))
-                        .collect(),
-                )
+                self.want_all(&changes)
             }
+            // The table as it is, not news: `tern monitor` hears nothing.
+            RibNews::Replay(entries) => self.want_all(&entries),
         }
     }
+}
 
-    fn reshape(&mut self, route: &Route) -> Option<Route> {
+impl RibFilter {
+    /// The kernel's side of Loc-RIB entries, under the intent published last.
+    fn want_all(&mut self, entries: &[tern_bgp::rib::BestChange]) -> Routes {
         self.refresh();
-        if self.view.own.contains(&route.prefix) {
-            return None;
-        }
-        convert::reshape(route, &self.view.encap)
+        Routes::Want(
+            entries
+                .iter()
+                .filter_map(|c| self.want(c.prefix, c.now.as_ref()))
+                .collect(),
+        )
     }
 }
 
@@ -220,23 +221,19 @@ mod tests {
     use super::*;
     use tern_fib::{NextHop, RouteKind};
 
-    fn route(onlink: bool) -> Route {
-        Route {
-            prefix: "198.18.1.0/26".parse().unwrap(),
-            kind: RouteKind::Unicast(vec![NextHop {
-                onlink,
-                ..NextHop::via("198.51.100.2".parse().unwrap())
-            }]),
-            metric: 0,
-            table: 254,
-        }
-    }
-
     #[test]
     fn news_before_any_intent_pass_and_convergence_is_kept() {
         let (_tx, rx) = watch::channel(None);
         let mut f = RibFilter::new(rx, 254, true);
         assert_eq!(f.filter(RibNews::Converged), Routes::Converged);
+        // A replayed table is wanted as news is.
+        assert_eq!(
+            f.filter(RibNews::Replay(vec![tern_bgp::rib::BestChange {
+                prefix: "198.18.2.0/26".parse().unwrap(),
+                now: None,
+            }])),
+            Routes::Want(vec![("198.18.2.0/26".parse().unwrap(), None)])
+        );
         assert_eq!(
             f.filter(RibNews::Changes(vec![tern_bgp::rib::BestChange {
                 prefix: "198.18.1.0/26".parse().unwrap(),
@@ -244,9 +241,6 @@ mod tests {
             }])),
             Routes::Want(vec![("198.18.1.0/26".parse().unwrap(), None)])
         );
-        // Without pools asking for IPIP, an onlink route is reshaped to plain.
-        assert_eq!(f.reshape(&route(true)), Some(route(false)));
-        assert_eq!(f.reshape(&route(false)), None);
     }
 
     #[test]
@@ -423,6 +417,17 @@ spec: {{cidr: 198.18.3.0/24}}
             metric("2001:db8:5::/64", learnt("2001:db8::2", false, None)),
             2000
         );
+        // An import policy's setPriority wins over LOCAL_PREF and the normal priority
+        // (BIRD's kernel export derives `krt_metric` only when none is set).
+        let mut set = learnt("198.51.100.2", false, Some(lp));
+        set.best = Arc::new(tern_bgp::rib::Path {
+            attrs: Arc::new(tern_bgp::wire::PathAttributes {
+                kernel_priority: Some(77),
+                ..(*set.best.attrs).clone()
+            }),
+            ..(*set.best).clone()
+        });
+        assert_eq!(metric("198.18.3.64/26", set), 77);
         // IPv6's 1024 is the kernel's default, which tern-fib reads back as 0.
         let d = kernel_intent("");
         assert_eq!(

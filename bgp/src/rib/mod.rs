@@ -187,6 +187,21 @@ impl Rib {
         self.best.iter()
     }
 
+    /// Up to `n` Loc-RIB entries after `after` (from the first without), in prefix
+    /// order: the table in pieces, so that handing it all over never copies it whole.
+    pub fn best_after(&self, after: Option<IpNet>, n: usize) -> Vec<BestChange> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let from = after.map_or(Unbounded, Excluded);
+        self.best
+            .range((from, Unbounded))
+            .take(n)
+            .map(|(p, b)| BestChange {
+                prefix: *p,
+                now: Some(b.clone()),
+            })
+            .collect()
+    }
+
     /// Every path held for `prefix`.
     pub fn paths(&self, prefix: &IpNet) -> &[Arc<Path>] {
         self.paths.get(prefix).map_or(&[], |v| v.as_slice())

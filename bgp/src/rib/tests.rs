@@ -488,3 +488,28 @@ fn reason_names_are_the_json_names() {
         assert_eq!(serde_json::to_value(r).unwrap(), r.name(), "{r:?}");
     }
 }
+
+#[test]
+fn the_loc_rib_in_pieces_is_the_whole_table_once_in_order() {
+    let e1 = source("198.51.100.2", 2, 64601, true);
+    let mut rib = Rib::new(1);
+    let prefixes = [
+        "198.18.0.0/26",
+        "198.18.0.64/26",
+        "198.18.1.0/24",
+        "198.18.2.0/24",
+        "203.0.113.0/24",
+    ];
+    rib.apply_update(&e1, &announce(&prefixes, attrs(&[64601])));
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let piece = rib.best_after(after, 2);
+        assert!(piece.len() <= 2);
+        let Some(last) = piece.last() else { break };
+        after = Some(last.prefix);
+        assert!(piece.iter().all(|c| c.now.is_some()));
+        seen.extend(piece.iter().map(|c| c.prefix.to_string()));
+    }
+    assert_eq!(seen, prefixes);
+}

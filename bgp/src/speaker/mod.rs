@@ -264,6 +264,9 @@ pub enum SpeakerCommand {
     /// Drain (`true`, RFC 8326 GRACEFUL_SHUTDOWN on every route) or stop draining;
     /// the answer says what was done.
     Drain(bool, oneshot::Sender<String>),
+    /// Send the whole Loc-RIB to whoever installs routes as [`RibNews::Replay`], in
+    /// pieces, after the news already sent (see there).
+    Replay,
     /// Stop every session with this message and end the task.
     Shutdown(Option<String>),
     /// Stop because this speaker restarts (a daemon stopped by SIGTERM, its kernel
@@ -341,6 +344,10 @@ pub struct RibCounts {
 pub enum RibNews {
     /// Loc-RIB changes.
     Changes(Vec<BestChange>),
+    /// Loc-RIB entries as they are, not changes: a piece of the whole table, sent on
+    /// [`SpeakerCommand::Replay`] because what turns entries into kernel routes changed
+    /// (an IP pool, the normal route priority).
+    Replay(Vec<BestChange>),
     /// The Loc-RIB is complete: at once when we did not restart, else when our
     /// graceful restart is over (End-of-RIB from every peer, or the selection deferral
     /// timer). Routes an earlier run left in the kernel and nobody wants may go now.

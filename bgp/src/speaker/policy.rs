@@ -129,6 +129,10 @@ pub(super) fn import(program: &Program, peer: PeerType, u: &Update) -> (Vec<Upda
     for (changes, classic, mps) in groups {
         let mut attributes = u.attributes.clone();
         changes.apply(&mut attributes);
+        // A `setPriority` on import is the metric the route gets in the kernel, as
+        // BIRD's `krt_metric` set by an import filter (confd's kernel export only
+        // derives one when none is set).
+        attributes.kernel_priority = changes.priority;
         out.push(Update {
             attributes,
             nlri: classic,
@@ -282,5 +286,62 @@ impl ExportView<'_> {
             multipath,
             reason: b.reason,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
+
+    use super::*;
+    use crate::policy::{Action, Condition, Decision, Modification, PrefixOp, Statement};
+
+    fn nlri(p: &str) -> Nlri {
+        Nlri {
+            prefix: p.parse().unwrap(),
+            path_id: None,
+        }
+    }
+
+    #[test]
+    fn an_import_set_priority_is_the_kernel_priority_of_the_accepted_prefixes() {
+        let program = Program {
+            statements: vec![Statement {
+                label: "BGPFilter tor importV4[0]".into(),
+                conditions: vec![Condition::Prefix {
+                    cidr: "198.18.0.0/16".parse().unwrap(),
+                    op: PrefixOp::In,
+                }],
+                modifications: vec![Modification::SetPriority(512)],
+                action: Action::Accept,
+            }],
+            default: Decision::Accept,
+        };
+        let u = Update {
+            attributes: PathAttributes {
+                local_pref: Some(100),
+                ..PathAttributes::default()
+            },
+            nlri: vec![nlri("198.18.1.0/24"), nlri("203.0.113.0/24")],
+            ..Update::default()
+        };
+        let (out, refused) = import(&program, PeerType::External, &u);
+        assert!(refused.is_empty());
+        let prio = |p: &str| {
+            out.iter()
+                .find(|u| {
+                    u.nlri
+                        .iter()
+                        .any(|n| n.prefix == p.parse::<IpNet>().unwrap())
+                })
+                .map(|u| u.attributes.kernel_priority)
+                .unwrap()
+        };
+        assert_eq!(prio("198.18.1.0/24"), Some(512));
+        assert_eq!(
+            prio("203.0.113.0/24"),
+            None,
+            "no setPriority: derived later"
+        );
     }
 }

@@ -255,6 +255,10 @@ impl Driver {
                 let _ = reply.send(answer);
                 return;
             }
+            SpeakerCommand::Replay => {
+                self.replay().await;
+                return;
+            }
             SpeakerCommand::Shutdown(_) | SpeakerCommand::ShutdownForRestart(_) => return,
         };
         self.input(input).await;
@@ -313,6 +317,27 @@ impl Driver {
         }
     }
 
+    /// Hands the whole Loc-RIB to whoever installs routes, a piece at a time: each
+    /// piece waits for room on the channel, and nothing else runs in between, so the
+    /// pieces together are the table as it is now.
+    async fn replay(&mut self) {
+        /// Entries per message: large enough to batch kernel work, small enough that
+        /// a million-route table is never copied at once.
+        const PIECE: usize = 8192;
+        if self.routes.is_none() {
+            return;
+        }
+        let mut after = None;
+        loop {
+            let piece = self.core.best_after(after, PIECE);
+            let Some(last) = piece.last() else {
+                return;
+            };
+            after = Some(last.prefix);
+            self.rib(RibNews::Replay(piece)).await;
+        }
+    }
+
     async fn rib(&mut self, news: RibNews) {
         match (&self.routes, news) {
             (Some(r), news) => {
@@ -321,8 +346,8 @@ impl Driver {
             (None, RibNews::Changes(c)) => {
                 let _ = self.events.send(SpeakerEvent::Routes(c)).await;
             }
-            // Without a routes channel nobody waits for convergence.
-            (None, RibNews::Converged) => {}
+            // Without a routes channel nobody waits for convergence, nor installs.
+            (None, RibNews::Converged | RibNews::Replay(_)) => {}
         }
     }
 

@@ -219,6 +219,12 @@ pub struct PathAttributes {
     pub large_communities: Vec<LargeCommunity>,
     /// Attributes tern does not interpret, in the order received.
     pub unknown: Vec<RawAttribute>,
+    /// Not a wire attribute, never encoded nor decoded: the kernel metric an import
+    /// policy gave the route (Calico's `setPriority` operation, BIRD's `krt_metric`,
+    /// which BIRD also keeps among a route's attributes). `None` lets the FIB derive
+    /// the metric from LOCAL_PREF or the normal route priority.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_priority: Option<u32>,
 }
 
 /// The expected optional/transitive flag bits of a known attribute, or `None` for

@@ -181,9 +181,6 @@ mod tests {
         fn filter(&mut self, news: Routes) -> Routes {
             news
         }
-        fn reshape(&mut self, _route: &Route) -> Option<Route> {
-            None
-        }
     }
 
     fn blackhole(p: &str) -> Route {

@@ -52,9 +52,6 @@ impl RouteFilter for Identity {
     fn filter(&mut self, news: Routes) -> Routes {
         news
     }
-    fn reshape(&mut self, _route: &Route) -> Option<Route> {
-        None
-    }
 }
 
 struct Harness {
@@ -398,36 +395,11 @@ async fn another_protocols_route_in_the_way_is_refused_not_overwritten() {
     assert_eq!(there, Some(via("198.18.1.0/26", "198.51.100.3", false)));
 }
 
-/// Reshapes every IPIP route to a plain one (a pool's ipipMode set to Never).
-struct NoIpip;
-
-impl RouteFilter for NoIpip {
-    type News = Routes;
-    fn filter(&mut self, news: Routes) -> Routes {
-        news
-    }
-    fn reshape(&mut self, route: &Route) -> Option<Route> {
-        let RouteKind::Unicast(hops) = &route.kind else {
-            return None;
-        };
-        hops.iter().any(|h| h.onlink).then(|| {
-            let hops = hops
-                .iter()
-                .map(|h| NextHop {
-                    onlink: false,
-                    ..h.clone()
-                })
-                .collect();
-            Route {
-                kind: RouteKind::Unicast(hops),
-                ..route.clone()
-            }
-        })
-    }
-}
-
+/// The whole table wanted again, as the daemon does when an IP pool's encapsulation
+/// or the route priority changes (the speaker's Loc-RIB replayed through the filter):
+/// only the routes whose kernel form differs are changed.
 #[tokio::test(start_paused = true)]
-async fn a_reshape_changes_only_the_routes_whose_form_differs() {
+async fn the_table_wanted_again_changes_only_the_routes_that_differ() {
     let kernel = Shared::default();
     kernel
         .0
@@ -442,7 +414,7 @@ async fn a_reshape_changes_only_the_routes_whose_form_differs() {
         Inputs {
             commands: crx,
             routes: rrx,
-            filter: NoIpip,
+            filter: Identity,
             kernel: Arc::new(KernelNews::default()),
             grace: gtx,
             predecessor: None,
@@ -450,30 +422,50 @@ async fn a_reshape_changes_only_the_routes_whose_form_differs() {
     ));
     let ipip = via("198.18.1.0/26", "198.51.100.2", true);
     let plain = via("198.18.2.0/26", "198.51.100.3", false);
+    let metric = via("198.18.3.0/26", "198.51.100.4", false);
     routes
         .send(Routes::Want(vec![
             (ipip.prefix, Some(ipip.clone())),
             (plain.prefix, Some(plain.clone())),
+            (metric.prefix, Some(metric.clone())),
         ]))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
-    commands.send(FibMsg::Reshape).await.unwrap();
+    // The pool of the first is no longer IPIP, the third's priority changed.
+    let now_plain = via("198.18.1.0/26", "198.51.100.2", false);
+    let now_300 = Route {
+        metric: 300,
+        ..metric.clone()
+    };
+    routes
+        .send(Routes::Want(vec![
+            (ipip.prefix, Some(now_plain.clone())),
+            (plain.prefix, Some(plain.clone())),
+            (metric.prefix, Some(now_300.clone())),
+        ]))
+        .await
+        .unwrap();
     let (tx, rx) = oneshot::channel();
     commands.send(FibMsg::Installed(None, tx)).await.unwrap();
-    assert_eq!(rx.await.unwrap().len(), 2);
+    assert_eq!(rx.await.unwrap().len(), 3);
     let k = kernel.0.lock().unwrap();
-    assert_eq!(
-        k.route(ipip.prefix, 254),
-        Some(&via("198.18.1.0/26", "198.51.100.2", false))
-    );
-    let replaced: Vec<_> = k
+    assert_eq!(k.route(ipip.prefix, 254), Some(&now_plain));
+    assert_eq!(k.route(metric.prefix, 254).map(|r| r.metric), Some(300));
+    let after_first: Vec<_> = k
         .history()
         .iter()
-        .filter(|c| matches!(c, RouteChange::Replace(_)))
-        .map(|c| c.prefix())
+        .skip(3)
+        .map(|c| (c.verb(), c.prefix()))
         .collect();
-    assert_eq!(replaced, vec![ipip.prefix]);
+    assert!(
+        !after_first.iter().any(|(_, p)| *p == plain.prefix),
+        "an unchanged route is left alone: {after_first:?}"
+    );
+    assert!(
+        after_first.contains(&("replace", ipip.prefix)),
+        "{after_first:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -68,9 +68,6 @@ impl RouteFilter for Identity {
     fn filter(&mut self, news: Routes) -> Routes {
         news
     }
-    fn reshape(&mut self, _route: &Route) -> Option<Route> {
-        None
-    }
 }
 
 /// The `i`th of a million distinct documentation prefixes (2001:db8::/32 in /64s).

@@ -24,6 +24,12 @@ impl Speaker {
         self.rib.iter().map(|(p, b)| (*p, b.clone())).collect()
     }
 
+    /// Up to `n` Loc-RIB entries after `after`, in prefix order (see
+    /// [`crate::rib::Rib::best_after`]).
+    pub fn best_after(&self, after: Option<IpNet>, n: usize) -> Vec<crate::rib::BestChange> {
+        self.rib.best_after(after, n)
+    }
+
     /// Every path of every prefix, as the RIB holds them (only `Arc`s are copied).
     pub fn paths(&self) -> Vec<(IpNet, Vec<Arc<Path>>)> {
         self.rib
