@@ -8,7 +8,11 @@
 //! address too (with one listener on the IPv4 address, BIRD's connection would be
 //! refused). A second, node-specific BGPPeer to the same address with another
 //! keepalive is a duplicate: confd keeps the global one, and so must tern, with a
-//! warning naming both in its log. Skips without root or BIRD; fails under CI=true.
+//! warning naming both in its log.
+//!
+//! A second test puts a BIRD route server two hops away, reachable only through the
+//! host route that BGPPeer `reachableBy` asks for. Skips without root or BIRD; fails
+//! under CI=true.
 
 #![cfg(target_os = "linux")]
 
@@ -165,5 +169,143 @@ fn an_ipv6_peer_dials_a_node_ip_bound_dual_stack_node_and_a_duplicate_is_resolve
     });
     if !resolved {
         fail("no warning naming both duplicate BGPPeers");
+    }
+}
+
+/// The peer behind a router: BIRD at 203.0.113.2, two hops from tern.
+const BIRD_BEHIND: &str = r#"log stderr all;
+router id 203.0.113.2;
+protocol device { }
+protocol bgp tern { local 203.0.113.2 as 65010; neighbor 198.51.100.10 as 64512; multihop;
+  hold time 9; keepalive time 3; connect retry time 1; error wait time 1,4;
+  ipv4 { import none; export none; }; }
+"#;
+
+/// The cluster; `{RB}` is the BGPPeer's `reachableBy` setting (or nothing).
+const CLUSTER_BEHIND: &str = r#"apiVersion: projectcalico.org/v3
+kind: BGPConfiguration
+metadata: {name: default}
+spec: {asNumber: 64512, nodeToNodeMeshEnabled: false}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node-a}
+spec: {bgp: {ipv4Address: 198.51.100.10/24}}
+---
+apiVersion: projectcalico.org/v3
+kind: BGPPeer
+metadata: {name: route-server}
+spec: {peerIP: 203.0.113.2, asNumber: 65010, keepaliveTime: 3s{RB}}
+"#;
+
+/// BGPPeer `reachableBy` (confd's static `route <peerIP>/32 via <reachableBy>`): tern
+/// (198.51.100.10) has no route to the route server 203.0.113.2 except the one
+/// `reachableBy: 198.51.100.254` asks for, through a router namespace. The host route
+/// is in the kernel (tern's protocol, 201), packets cross, the session comes up; the
+/// field removed live, the route goes.
+#[test]
+fn a_peer_behind_a_gateway_is_reached_through_reachable_by() {
+    if let Err(reason) = tern_interop::lab_available() {
+        tern_interop::skip_or_fail("peerings_lab", &reason);
+        return;
+    }
+    if !tern_interop::have_program("bird") {
+        tern_interop::skip_or_fail("peerings_lab", "bird is not installed");
+        return;
+    }
+    let ok = |r: Result<std::process::Output, _>| match r {
+        Ok(o) => o,
+        Err(e) => panic!("{e}"),
+    };
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let a = Netns::create("tpr-a").unwrap_or_else(|e| panic!("{e}"));
+    let r = Netns::create("tpr-r").unwrap_or_else(|e| panic!("{e}"));
+    let p = Netns::create("tpr-p").unwrap_or_else(|e| panic!("{e}"));
+    a.veth_to("eth0", &r, "eth0")
+        .unwrap_or_else(|e| panic!("{e}"));
+    r.veth_to("eth1", &p, "eth0")
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (ns, ifname, addr) in [
+        (&a, "eth0", "198.51.100.10/24"),
+        (&r, "eth0", "198.51.100.254/24"),
+        (&r, "eth1", "203.0.113.1/24"),
+        (&p, "eth0", "203.0.113.2/24"),
+    ] {
+        ns.add_addr(ifname, addr).unwrap_or_else(|e| panic!("{e}"));
+    }
+    ok(r.exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"]));
+    ok(p.ip(&["route", "add", "198.51.100.0/24", "via", "203.0.113.1"]));
+    let dir = |n: &str| {
+        let d = tmp.path().join(n);
+        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        d
+    };
+    let (adir, pdir) = (dir("a"), dir("p"));
+    let cluster_file = tmp.path().join("cluster.yaml");
+    let write_cluster = |rb: &str| {
+        std::fs::write(&cluster_file, CLUSTER_BEHIND.replace("{RB}", rb))
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    write_cluster(", reachableBy: 198.51.100.254");
+    std::fs::write(
+        adir.join("tern.yaml"),
+        format!(
+            "node: node-a\ndatastore: {{type: file, path: {}}}\ncontrol_socket: {}\nmetrics: 127.0.0.1:9476\nlog: info\n",
+            cluster_file.display(),
+            adir.join("tern.sock").display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let bird = Peer::start(Kind::Bird, &p, &pdir, BIRD_BEHIND).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = a.command(TERN);
+    c.args(["run", "--config"]).arg(adir.join("tern.yaml"));
+    c.env("RUST_LOG", "info");
+    let tern_log = adir.join("tern.log");
+    let _tern = Daemon::spawn(a.name(), c, &tern_log).unwrap_or_else(|e| panic!("{e}"));
+    let host_route = || {
+        let o = ok(a.ip(&["-4", "route", "show", "proto", "201", "203.0.113.2"]));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let fail = |what: &str| -> ! {
+        let routes = a
+            .ip(&["-4", "route", "show", "table", "all"])
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        panic!(
+            "{what}\nnode-a routes:\n{routes}\nBIRD:\n{}\ntern log:\n{}",
+            bird.cli(&["show", "protocols", "all", "tern"])
+                .unwrap_or_default(),
+            std::fs::read_to_string(&tern_log).unwrap_or_default()
+        )
+    };
+    let up = || {
+        host_route().contains("via 198.51.100.254")
+            && bird
+                .cli(&["show", "protocols", "tern"])
+                .is_ok_and(|s| s.contains("Established"))
+    };
+    if wait_for(
+        "the session through the gateway",
+        Duration::from_secs(40),
+        up,
+    )
+    .is_err()
+    {
+        fail("no host route to 203.0.113.2 via 198.51.100.254, or no session through it");
+    }
+    let ping = ok(a.exec("ping", &["-c", "1", "-W", "2", "203.0.113.2"]));
+    if !ping.status.success() {
+        fail("203.0.113.2 does not answer a ping through the route");
+    }
+    println!("peerings_lab: reachableBy: {}", host_route());
+    // Removed live: the route goes (the session, with no way to the peer left, will
+    // follow by its hold timer; that is not waited for).
+    write_cluster("");
+    if wait_for("the host route removed", Duration::from_secs(20), || {
+        host_route().is_empty()
+    })
+    .is_err()
+    {
+        fail("the host route stayed after reachableBy was removed");
     }
 }

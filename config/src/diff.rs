@@ -27,8 +27,12 @@ pub struct IntentDiff {
     pub originated: BTreeMap<IpNet, Origination>,
     /// Prefixes no longer originated.
     pub withdrawn: Vec<IpNet>,
-    /// Pools, ignored interfaces or own blocks changed: export/import decisions and
-    /// encapsulation must be re-evaluated for every route.
+    /// Host routes to peers (`reachableBy`) to add or change (the gateway), or to
+    /// remove (`None`).
+    pub peer_routes: Vec<(IpNet, Option<IpAddr>)>,
+    /// Pools, ignored interfaces, own blocks, the route priority or the peer routes
+    /// changed: export/import decisions and kernel routes must be re-evaluated for
+    /// every route.
     pub policy_changed: bool,
 }
 
@@ -73,7 +77,17 @@ pub fn diff(old: &Intent, new: &Intent) -> IntentDiff {
         .filter(|n| !new.originated.contains_key(n))
         .copied()
         .collect();
-    d.policy_changed = old.pools != new.pools
+    let (was, now) = (old.peer_routes(), new.peer_routes());
+    for (net, gw) in &now {
+        if was.get(net) != Some(gw) {
+            d.peer_routes.push((*net, Some(*gw)));
+        }
+    }
+    for net in was.keys().filter(|n| !now.contains_key(n)) {
+        d.peer_routes.push((*net, None));
+    }
+    d.policy_changed = !d.peer_routes.is_empty()
+        || old.pools != new.pools
         || old.own_blocks != new.own_blocks
         || old.ignored_interfaces != new.ignored_interfaces
         || old.encapsulation() != new.encapsulation()
@@ -84,12 +98,15 @@ pub fn diff(old: &Intent, new: &Intent) -> IntentDiff {
 
 /// Equal except for `origin` and `kind` between labels that behave the same on the
 /// wire (global vs node specific vs mesh; reflector roles change behaviour, so they
-/// count as a real change through `rr_client`), and for `filters`, which the daemon
-/// applies to the running session.
+/// count as a real change through `rr_client`), for `filters`, which the daemon
+/// applies to the running session, and for `reachable_by` (a route to the peer, not a
+/// session setting).
 fn only_labels_differ(a: &PeerIntent, b: &PeerIntent) -> bool {
     let mut x = a.clone();
     x.origin.clone_from(&b.origin);
     x.filters.clone_from(&b.filters);
     x.kind = b.kind;
+    // A route to the peer, not a session setting (see `peer_routes`).
+    x.reachable_by = b.reachable_by;
     x == *b
 }

@@ -481,6 +481,16 @@ impl Intent {
         self.encapsulation().ipip_toward(net, next_hop)
     }
 
+    /// The host routes to peers that BGPPeer `reachableBy` asks for: the peer's
+    /// address (/32 or /128) through the gateway, as confd's static protocol has them
+    /// (`route <peerIP>/32 via <reachableBy>` in `bird_aggr.cfg.template`).
+    pub fn peer_routes(&self) -> BTreeMap<IpNet, IpAddr> {
+        self.peers
+            .values()
+            .filter_map(|p| Some((IpNet::from(p.address), p.reachable_by?)))
+            .collect()
+    }
+
     /// What deciding encapsulation needs, copied out so the daemon can decide per route
     /// without holding on to the whole intent.
     pub fn encapsulation(&self) -> Encapsulation {

@@ -124,6 +124,11 @@ fn first_diff(i: &Intent) -> IntentDiff {
         identity_changed: true,
         peers_added: i.peers.values().cloned().collect(),
         originated: i.originated.clone(),
+        peer_routes: i
+            .peer_routes()
+            .into_iter()
+            .map(|(n, gw)| (n, Some(gw)))
+            .collect(),
         policy_changed: true,
         ..IntentDiff::default()
     }

@@ -211,6 +211,17 @@ fn ipip(prefix: IpNet, next_hop: IpAddr, encap: &Encapsulation) -> bool {
     encap.any() && encap.ipip_toward(&prefix, next_hop)
 }
 
+/// The host route to a peer through its `reachableBy` gateway. Metric 0: BIRD gives a
+/// static route no `krt_metric`, so the kernel's default.
+pub fn peer_route(prefix: IpNet, gateway: IpAddr, table: u32) -> Route {
+    Route {
+        prefix,
+        kind: RouteKind::Unicast(vec![NextHop::via(gateway)]),
+        metric: 0,
+        table,
+    }
+}
+
 /// The blackhole of an own block.
 pub fn blackhole(prefix: IpNet, table: u32) -> Route {
     Route {

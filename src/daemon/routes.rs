@@ -74,7 +74,14 @@ impl RibFilter {
         }
         let view = match &*self.intent.borrow_and_update() {
             Some(i) => View {
-                own: i.originated.keys().copied().collect(),
+                // The peer routes are the intent's too: in BIRD a static route
+                // (preference 200) beats a BGP one (100) to the same prefix.
+                own: i
+                    .originated
+                    .keys()
+                    .copied()
+                    .chain(i.peer_routes().into_keys())
+                    .collect(),
                 encap: if self.kernel {
                     i.encapsulation()
                 } else {
@@ -135,9 +142,16 @@ impl RibFilter {
 }
 
 /// The kernel routes of the diff's own prefixes: a blackhole where the intent asks
-/// for one, none for a prefix no longer originated.
+/// for one, none for a prefix no longer originated; and the host routes to peers that
+/// `reachableBy` asks for. A peer route that goes while a learnt route to the same
+/// address exists is replaced by it through the Loc-RIB replay that follows (the diff
+/// says `policy_changed`).
 pub fn own_routes(d: &IntentDiff, intent: &Intent, table: u32) -> Vec<(IpNet, Option<Route>)> {
-    let mut want = Vec::new();
+    let mut want: Vec<(IpNet, Option<Route>)> = d
+        .peer_routes
+        .iter()
+        .map(|(net, gw)| (*net, gw.map(|gw| convert::peer_route(*net, gw, table))))
+        .collect();
     for (prefix, o) in &d.originated {
         want.push((
             *prefix,

@@ -284,6 +284,11 @@ impl Daemon {
         let all = tern_config::diff::IntentDiff {
             peers_added: i.peers.values().cloned().collect(),
             originated: i.originated.clone(),
+            peer_routes: i
+                .peer_routes()
+                .into_iter()
+                .map(|(n, gw)| (n, Some(gw)))
+                .collect(),
             policy_changed: true,
             ..Default::default()
         };

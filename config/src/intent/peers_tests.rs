@@ -231,13 +231,9 @@ fn an_ibgp_peer_ip_on_a_route_reflector_is_its_client() {
 }
 
 #[test]
-fn reachable_by_and_unknown_v3_fields_are_listed_never_dropped_silently() {
+fn unknown_v3_fields_are_listed_never_dropped_silently() {
     // (resources, the field each warning must name)
     let cases: &[(String, &str)] = &[
-        (
-            peer("tor", "peerIP: 198.51.100.1, asNumber: 65001, reachableBy: 198.51.100.254"),
-            "spec.reachableBy",
-        ),
         (
             peer("tor", "peerIP: 198.51.100.1, asNumber: 65001, someLaterField: 1"),
             "spec.someLaterField",
@@ -254,9 +250,82 @@ fn reachable_by_and_unknown_v3_fields_are_listed_never_dropped_silently() {
             "{extra}: {w:?}"
         );
     }
-    // The session is kept with reachableBy (confd accepts it).
-    let (rows, _) = sessions(&cases[0].0, "node-a");
-    assert_eq!(rows.len(), 1);
+}
+
+#[test]
+fn reachable_by_is_a_host_route_to_the_peer_and_not_a_session_setting() {
+    let with = |gw: &str| {
+        let extra = format!(
+            "{}{}",
+            peer("rs", &format!("peerIP: 203.0.113.2, asNumber: 65010{gw}")),
+            peer(
+                "rs6",
+                "peerIP: \"2001:db8:9::2\", asNumber: 65010, reachableBy: \"2001:db8::fe\""
+            ),
+        );
+        let (c, w) = cluster_of(&extra);
+        assert!(w.iter().all(|w| !w.contains("reachableBy")), "{w:?}");
+        intent(&c, "node-a").unwrap_or_else(|e| panic!("{e}")).0
+    };
+    let i = with(", reachableBy: 198.51.100.254");
+    let routes: Vec<(String, String)> = i
+        .peer_routes()
+        .iter()
+        .map(|(n, g)| (n.to_string(), g.to_string()))
+        .collect();
+    assert_eq!(
+        routes,
+        vec![
+            ("203.0.113.2/32".into(), "198.51.100.254".into()),
+            ("2001:db8:9::2/128".into(), "2001:db8::fe".into()),
+        ]
+    );
+    // Another gateway, or none: the route changes, the session is not restarted.
+    for (other, want) in [
+        (", reachableBy: 198.51.100.253", Some("198.51.100.253")),
+        ("", None),
+    ] {
+        let d = crate::diff::diff(&i, &with(other));
+        assert!(d.peers_changed.is_empty(), "{d:?}");
+        assert!(d.policy_changed);
+        let now: Vec<(String, Option<String>)> = d
+            .peer_routes
+            .iter()
+            .map(|(n, g)| (n.to_string(), g.map(|g| g.to_string())))
+            .collect();
+        assert_eq!(now, vec![("203.0.113.2/32".into(), want.map(String::from))]);
+    }
+}
+
+#[test]
+fn reachable_by_that_calico_refuses_is_an_error_naming_it() {
+    for (spec, words) in [
+        (
+            "peerIP: 203.0.113.2, asNumber: 65010, reachableBy: 198.51.100.0/24",
+            "is not an IP address",
+        ),
+        (
+            "peerIP: 203.0.113.2, asNumber: 65010, reachableBy: \"2001:db8::fe\"",
+            "different address families",
+        ),
+        (
+            "peerSelector: all(), reachableBy: 198.51.100.254",
+            "needs peerIP",
+        ),
+    ] {
+        let text = format!("{NODES}{}", peer("rs", spec));
+        let e = Cluster::from_documents(&[Document {
+            origin: "cluster.yaml".into(),
+            text,
+        }])
+        .err()
+        .unwrap_or_else(|| panic!("{spec}: accepted"))
+        .to_string();
+        assert!(
+            e.contains("spec.reachableBy") && e.contains(words),
+            "{spec}: {e}"
+        );
+    }
 }
 
 #[test]

@@ -63,18 +63,7 @@ pub(super) fn peer(
             "0 hops: use 1-255 (1 = directly connected), or leave it out",
         ));
     }
-    let reachable_by = reachable_by(d, &s, errors);
-    if let Some(gw) = reachable_by {
-        // Calico's BIRD routes the session toward the peer through this gateway; tern
-        // does not program that route: the session follows the kernel's own route.
-        warnings.push(d.warning(
-            "spec.reachableBy",
-            format!(
-                "not applied by tern: no route to the peer through {gw} is added; the \
-                 session follows the node's own route to the peer"
-            ),
-        ));
-    }
+    let reachable_by = reachable_by(d, &s, target.as_ref(), errors);
     let next_hop = next_hop(d, &s, errors);
     let reverse_auto = reverse_auto(d, &s, errors);
     let pw = ext::password(
@@ -165,19 +154,41 @@ fn source_node_ip(d: &RawDoc, s: &model::BgpPeerSpec, errors: &mut Vec<ConfigErr
     }
 }
 
-/// `spec.reachableBy`: the gateway towards the peer.
+/// `spec.reachableBy`: the gateway towards the peer, for which confd renders a static
+/// host route `<peerIP>/32 via <reachableBy>` (`bird_aggr.cfg.template`). Calico's
+/// CRD allows it only with `peerIP`, and its validator only as an address of the same
+/// family.
 fn reachable_by(
     d: &RawDoc,
     s: &model::BgpPeerSpec,
+    target: Option<&PeerTarget>,
     errors: &mut Vec<ConfigError>,
 ) -> Option<IpAddr> {
-    let t = s.reachable_by.as_ref()?;
-    match t.parse::<IpAddr>() {
-        Ok(a) => Some(a),
-        Err(_) => {
-            errors.push(d.error("spec.reachableBy", format!("{t:?} is not an IP address")));
+    let t = s.reachable_by.as_deref().filter(|t| !t.is_empty())?;
+    let Ok(gw) = t.parse::<IpAddr>() else {
+        errors.push(d.error(
+            "spec.reachableBy",
+            format!("{t:?} is not an IP address (give the gateway's address, no prefix length)"),
+        ));
+        return None;
+    };
+    match target {
+        Some(PeerTarget::Address(peer, _)) if peer.is_ipv4() != gw.is_ipv4() => {
+            errors.push(d.error(
+                "spec.reachableBy",
+                format!("{gw} and peerIP {peer} are of different address families"),
+            ));
             None
         }
+        Some(PeerTarget::Address(..)) => Some(gw),
+        Some(PeerTarget::Nodes(_)) => {
+            errors.push(d.error(
+                "spec.reachableBy",
+                "needs peerIP: the route it adds is to one peer address",
+            ));
+            None
+        }
+        None => None,
     }
 }
 
