@@ -145,6 +145,9 @@ pub struct BgpSettings {
     /// `ipv4NormalRoutePriority` / `ipv6NormalRoutePriority`: the kernel metric of
     /// learnt routes (default 1024 each).
     pub normal_priority: NormalPriority,
+    /// `localWorkloadPeeringIPV4` / `IPV6`: the address Felix gives each workload
+    /// selected for a local workload peering, on its interface, for it to dial.
+    pub local_workload_peering: (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>),
 }
 
 /// The normal route priority per family (BGPConfiguration
@@ -197,6 +200,7 @@ impl Default for BgpSettings {
             node_overrides: BTreeMap::new(),
             program_cluster_routes: true,
             normal_priority: NormalPriority::default(),
+            local_workload_peering: (None, None),
         }
     }
 }
@@ -269,6 +273,10 @@ pub enum PeerTarget {
     Address(IpAddr, Option<u16>),
     /// Every node matching a selector.
     Nodes(Selector),
+    /// This node's workloads that Felix selected for this BGPPeer
+    /// (`localWorkloadSelector`: Felix matches the selector and names the BGPPeer in
+    /// the workload's endpoint status file; tern reads those files).
+    LocalWorkloads(Selector),
 }
 
 /// Next-hop handling toward a peer.

@@ -165,6 +165,9 @@ pub struct DaemonConfig {
     /// The same for the IPv6 sessions (`bird6_socket`, e.g.
     /// `/var/run/calico/bird6.ctl`); `None`: off. Unix only.
     pub bird6_socket: Option<PathBuf>,
+    /// Felix's endpoint status directory (`endpoint_status_dir`), read for the
+    /// workloads selected for local workload peerings.
+    pub endpoint_status_dir: PathBuf,
     /// FIB settings.
     pub fib: FibConfig,
     /// Log filter: a level (`info`) or a tracing filter directive (`tern=debug,info`).
@@ -200,6 +203,7 @@ struct RawConfig {
     metrics: Option<String>,
     bird_socket: Option<PathBuf>,
     bird6_socket: Option<PathBuf>,
+    endpoint_status_dir: Option<PathBuf>,
     fib: Option<RawFib>,
     log: Option<String>,
     log_format: Option<String>,
@@ -320,6 +324,9 @@ impl DaemonConfig {
                 metrics,
                 bird_socket,
                 bird6_socket,
+                endpoint_status_dir: raw.endpoint_status_dir.unwrap_or_else(|| {
+                    PathBuf::from(crate::datastore::endpoint_status::DEFAULT_DIR)
+                }),
                 fib,
                 log,
                 log_format,

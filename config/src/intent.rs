@@ -30,6 +30,7 @@ use crate::cluster::{
     AffinityState, Cluster, EncapMode, Filter, NextHopMode, NormalPriority, PasswordSource, Pool,
     ServiceKind,
 };
+use crate::datastore::endpoint_status::LocalWorkload;
 use crate::values::Community;
 
 /// The role of a peer, as `tern status` names it (JSON contract: docs/json.md).
@@ -45,6 +46,9 @@ pub enum PeerKind {
     Global,
     /// A BGPPeer for this node or a node selector.
     NodeSpecific,
+    /// A workload on this node that Felix selected for a BGPPeer's
+    /// `localWorkloadSelector` (confd's `Local_Workload_` peers).
+    LocalWorkload,
 }
 
 impl PeerKind {
@@ -56,6 +60,7 @@ impl PeerKind {
             PeerKind::RouteReflectorClient => "route reflector client",
             PeerKind::Global => "global",
             PeerKind::NodeSpecific => "node specific",
+            PeerKind::LocalWorkload => "local workload",
         }
     }
 }
@@ -254,6 +259,17 @@ pub fn intent_with(
     node: &str,
     router_id: Option<RouterIdSetting>,
 ) -> Result<(Intent, Vec<String>), IntentError> {
+    intent_of(cluster, node, router_id, &[])
+}
+
+/// [`intent_with`], with the workloads Felix selected for local workload peerings
+/// (its endpoint status files, see [`crate::datastore::endpoint_status`]).
+pub fn intent_of(
+    cluster: &Cluster,
+    node: &str,
+    router_id: Option<RouterIdSetting>,
+    local: &[LocalWorkload],
+) -> Result<(Intent, Vec<String>), IntentError> {
     let err = |reason: String| IntentError {
         node: node.to_string(),
         reason,
@@ -302,7 +318,7 @@ pub fn intent_with(
         },
     };
     let mut warnings = Vec::new();
-    let peers = peers::peers(cluster, me, asn, &mut warnings).map_err(err)?;
+    let peers = peers::peers(cluster, me, asn, local, &mut warnings).map_err(err)?;
     let (originated, own_blocks) = originated(cluster, node);
     Ok((
         Intent {

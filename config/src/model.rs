@@ -181,6 +181,13 @@ pub struct BgpConfigurationSpec {
     /// Kernel metric of IPv6 routes learnt by BGP (default 1024).
     #[serde(rename = "ipv6NormalRoutePriority")]
     pub ipv6_normal_route_priority: Option<i64>,
+    /// The address Felix puts on the workload interface of each workload selected for
+    /// a local workload peering, which the workload dials (IPv4).
+    #[serde(rename = "localWorkloadPeeringIPV4")]
+    pub local_workload_peering_ipv4: Option<String>,
+    /// The same for IPv6.
+    #[serde(rename = "localWorkloadPeeringIPV6")]
+    pub local_workload_peering_ipv6: Option<String>,
 }
 
 /// `FelixConfiguration.spec`: only what tern needs of Felix's settings; the rest is

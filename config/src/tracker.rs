@@ -3,10 +3,11 @@
 //! so a bad edit never half-applies and never tears sessions down.
 
 use crate::cluster::{Cluster, ConfigErrors};
+use crate::datastore::endpoint_status::LocalWorkload;
 use crate::datastore::Document;
 use crate::diff::{diff, IntentDiff};
 use crate::error::Warning;
-use crate::intent::{intent_with, Intent, IntentError, RouterIdSetting};
+use crate::intent::{intent_of, Intent, IntentError, RouterIdSetting};
 
 /// Why a snapshot was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +47,11 @@ pub struct Tracker {
     revision: Option<i64>,
     max_document_bytes: u64,
     router_id: Option<RouterIdSetting>,
+    /// The snapshot of the intent in force, to compute it again when the workloads
+    /// change.
+    cluster: Option<Cluster>,
+    /// This node's workloads selected for local workload peerings.
+    local: Vec<LocalWorkload>,
 }
 
 impl Tracker {
@@ -57,6 +63,8 @@ impl Tracker {
             revision: None,
             max_document_bytes: crate::daemon::limits::DEFAULT_DATASTORE_DOCUMENT_BYTES,
             router_id: None,
+            cluster: None,
+            local: Vec::new(),
         }
     }
 
@@ -99,13 +107,10 @@ impl Tracker {
             });
         }
         let (cluster, warnings) = Cluster::from_documents(documents).map_err(Rejected::Invalid)?;
-        let (next, notes) =
-            intent_with(&cluster, &self.node, self.router_id).map_err(Rejected::NoIntent)?;
-        let diff = match &self.current {
-            Some(old) => diff(old, &next),
-            None => first_diff(&next),
-        };
-        self.current = Some(next);
+        let (next, notes) = intent_of(&cluster, &self.node, self.router_id, &self.local)
+            .map_err(Rejected::NoIntent)?;
+        let diff = self.take(next);
+        self.cluster = Some(cluster);
         self.revision = Some(revision);
         Ok(Accepted {
             diff,
@@ -115,6 +120,36 @@ impl Tracker {
                 .chain(notes)
                 .collect(),
         })
+    }
+
+    /// The workloads Felix selected for local workload peerings changed: the intent in
+    /// force is computed again from its snapshot (`None` before the first snapshot,
+    /// whose intent will include them). The snapshot was valid once and the workloads
+    /// only add sessions, so this cannot fail for a reason the snapshot did not.
+    pub fn apply_local_workloads(
+        &mut self,
+        local: Vec<LocalWorkload>,
+    ) -> Option<Result<Accepted, Rejected>> {
+        self.local = local;
+        let cluster = self.cluster.as_ref()?;
+        let result = intent_of(cluster, &self.node, self.router_id, &self.local);
+        Some(match result {
+            Ok((next, notes)) => Ok(Accepted {
+                diff: self.take(next),
+                warnings: notes,
+            }),
+            Err(e) => Err(Rejected::NoIntent(e)),
+        })
+    }
+
+    /// Makes `next` the intent in force; the diff from the one before.
+    fn take(&mut self, next: Intent) -> IntentDiff {
+        let diff = match &self.current {
+            Some(old) => diff(old, &next),
+            None => first_diff(&next),
+        };
+        self.current = Some(next);
+        diff
     }
 }
 
@@ -143,6 +178,39 @@ mod tests {
             origin: "cluster.yaml".into(),
             text: text.into(),
         }]
+    }
+
+    #[test]
+    fn workloads_felix_selects_change_the_intent_in_force_without_a_snapshot() {
+        let text = format!(
+            "{}---\napiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {{name: vms}}\nspec: {{localWorkloadSelector: all(), asNumber: 65100}}\n",
+            crate::cluster::tests::example("mesh")
+        );
+        let vm = LocalWorkload {
+            file: "f".into(),
+            bgp_peer: "vms".into(),
+            interface: "cali1".into(),
+            ipv4: Some(std::net::Ipv4Addr::new(198, 18, 4, 5)),
+            ipv6: None,
+        };
+        let mut t = Tracker::new("node-a");
+        // Before the first snapshot: kept for it.
+        assert!(t.apply_local_workloads(vec![vm.clone()]).is_none());
+        let first = t.apply(&docs(&text), 1).unwrap();
+        let added = |d: &IntentDiff| d.peers_added.iter().map(|p| p.address).collect::<Vec<_>>();
+        assert!(added(&first.diff).contains(&"198.18.4.5".parse().unwrap()));
+        // Gone (the endpoint went down), then back.
+        let gone = t.apply_local_workloads(Vec::new()).unwrap().unwrap();
+        assert_eq!(
+            gone.diff.peers_removed,
+            vec!["198.18.4.5".parse::<std::net::IpAddr>().unwrap()]
+        );
+        let back = t.apply_local_workloads(vec![vm]).unwrap().unwrap();
+        assert_eq!(
+            added(&back.diff),
+            vec!["198.18.4.5".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert_eq!(t.revision(), Some(1));
     }
 
     #[test]

@@ -347,7 +347,7 @@ fn bgp_state(p: &BirdPeer) -> &str {
 }
 
 /// The protocol name Calico's confd gives the session in `bird.cfg` / `bird6.cfg`:
-/// `Mesh_`, `Global_` or `Node_`, then the address with its dots (or colons) as
+/// `Mesh_`, `Global_`, `Node_` or `Local_Workload_`, then the address with its dots (or colons) as
 /// underscores, and `_port_<port>` for a BGPPeer with a port of its own (179 is
 /// taken as unset). Route-reflector sessions come from BGPPeers with a node selector
 /// in Calico's set-ups, so they are `Node_`.
@@ -358,6 +358,7 @@ pub fn protocol_name(p: &BirdPeer) -> String {
         PeerKind::NodeSpecific | PeerKind::RouteReflector | PeerKind::RouteReflectorClient => {
             "Node"
         }
+        PeerKind::LocalWorkload => "Local_Workload",
     };
     let id = match p.address {
         IpAddr::V4(a) => a.to_string().replace('.', "_"),

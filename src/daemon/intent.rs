@@ -12,10 +12,11 @@ use std::sync::{Arc, Mutex};
 use ipnet::IpNet;
 use tern_bgp::speaker::SpeakerCommand;
 use tern_config::cluster::DEFAULT_SECRETS_DIR;
+use tern_config::datastore::endpoint_status::LocalWorkload;
 use tern_config::datastore::StoreEvent;
 use tern_config::diff::IntentDiff;
 use tern_config::intent::Intent;
-use tern_config::tracker::Tracker;
+use tern_config::tracker::{Accepted, Rejected, Tracker};
 use tern_config::DaemonConfig;
 use tokio::sync::{mpsc, watch};
 
@@ -23,52 +24,49 @@ use super::fib_task::FibMsg;
 use super::state::State;
 use super::{convert, routes};
 
-/// Applies a store event to the tracker; returns the diff when a snapshot was accepted.
+/// What the intent is computed from: the datastore, and Felix's endpoint status files.
+#[derive(Debug)]
+pub enum Input {
+    /// A datastore event.
+    Store(StoreEvent),
+    /// This node's workloads Felix selected for local workload peerings, all of them.
+    LocalWorkloads(Vec<LocalWorkload>),
+}
+
+/// Applies a store event to the tracker; returns the diff when a snapshot (or a change
+/// of the workloads selected for local workload peerings) was accepted.
 pub fn on_store_event(
-    ev: StoreEvent,
+    ev: Input,
     tracker: &mut Tracker,
     state: &Arc<Mutex<State>>,
     published: &watch::Sender<Option<Arc<Intent>>>,
 ) -> Option<IntentDiff> {
     match ev {
-        StoreEvent::Snapshot {
+        Input::Store(StoreEvent::Snapshot {
             documents,
             revision,
-        } => {
+        }) => {
             let result = tracker.apply(&documents, revision);
-            let Ok(mut s) = state.lock() else {
-                return None;
-            };
-            s.snapshots += 1;
-            if s.datastore_error.take().is_some() {
-                tracing::info!("datastore readable again");
-            }
-            match result {
-                Ok(accepted) => {
-                    for w in &accepted.warnings {
-                        tracing::warn!("{w}");
-                    }
+            if let Ok(mut s) = state.lock() {
+                s.snapshots += 1;
+                if s.datastore_error.take().is_some() {
+                    tracing::info!("datastore readable again");
+                }
+                if result.is_ok() {
                     s.revision = Some(revision);
-                    s.config_error = None;
-                    s.intent = tracker.current().cloned();
-                    // For the route filter in the FIB task, before anything acts on
-                    // the diff.
-                    published.send_replace(tracker.current().cloned().map(Arc::new));
-                    Some(accepted.diff)
-                }
-                Err(e) => {
-                    let text = e.to_string();
-                    for line in text.lines() {
-                        tracing::error!(
-                            "configuration rejected, the previous one stays in force: {line}"
-                        );
-                    }
-                    s.config_error = Some(text);
-                    None
                 }
             }
+            accepted(result, tracker, state, published)
         }
-        StoreEvent::Unavailable(why) => {
+        Input::LocalWorkloads(w) => {
+            tracing::debug!(
+                workloads = w.len(),
+                "workloads selected for local workload peerings changed"
+            );
+            let result = tracker.apply_local_workloads(w)?;
+            accepted(result, tracker, state, published)
+        }
+        Input::Store(StoreEvent::Unavailable(why)) => {
             tracing::warn!("datastore unavailable, the configuration in force stays: {why}");
             if let Ok(mut s) = state.lock() {
                 if s.intent.is_none() {
@@ -89,6 +87,39 @@ pub fn on_store_event(
                     s.datastore_error = Some(format!("since {since}: {why}"));
                 }
             }
+            None
+        }
+    }
+}
+
+/// Records an accepted intent (logged warnings, the state, the published intent) or
+/// a rejected one (the previous stays); the diff when accepted.
+fn accepted(
+    result: Result<Accepted, Rejected>,
+    tracker: &Tracker,
+    state: &Arc<Mutex<State>>,
+    published: &watch::Sender<Option<Arc<Intent>>>,
+) -> Option<IntentDiff> {
+    let Ok(mut s) = state.lock() else {
+        return None;
+    };
+    match result {
+        Ok(accepted) => {
+            for w in &accepted.warnings {
+                tracing::warn!("{w}");
+            }
+            s.config_error = None;
+            s.intent = tracker.current().cloned();
+            // For the route filter in the FIB task, before anything acts on the diff.
+            published.send_replace(tracker.current().cloned().map(Arc::new));
+            Some(accepted.diff)
+        }
+        Err(e) => {
+            let text = e.to_string();
+            for line in text.lines() {
+                tracing::error!("configuration rejected, the previous one stays in force: {line}");
+            }
+            s.config_error = Some(text);
             None
         }
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use tern_bgp::speaker::{RibNews, SpeakerCommand, SpeakerEvent};
+use tern_config::datastore::endpoint_status::LocalWorkload;
 use tern_config::datastore::StoreEvent;
 use tern_config::intent::Intent;
 use tern_config::tracker::Tracker;
@@ -17,6 +18,7 @@ use tern_config::DaemonConfig;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::fib_task::{start_fib, FibHandle, FibMsg};
+use super::intent::Input;
 use super::routes::RibFilter;
 use super::state::State;
 use super::status::{notify_ready, notify_stopping, notify_watchdog, update_status};
@@ -125,6 +127,16 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
     #[cfg(not(target_os = "linux"))]
     drop((wtx, news));
 
+    // Felix's endpoint status files: the workloads that are this node's BGP peers
+    // (`localWorkloadSelector`). A channel of their own: the store's closing means the
+    // store stopped.
+    let (ltx, local_rx) = mpsc::channel::<Vec<LocalWorkload>>(4);
+    tokio::spawn(tern_config::datastore::endpoint_status::run(
+        cfg.endpoint_status_dir.clone(),
+        tern_config::datastore::endpoint_status::POLL,
+        ltx,
+    ));
+
     let tracker = Tracker::new(cfg.node.clone())
         .with_router_id(cfg.router_id)
         .with_max_document_bytes(cfg.limits.datastore_document_bytes);
@@ -145,7 +157,7 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         bgp_retry: None,
         monitor,
     };
-    d.run(store, workload_rx, reload, stop).await
+    d.run((store, local_rx), workload_rx, reload, stop).await
 }
 
 impl Daemon {
@@ -155,7 +167,10 @@ impl Daemon {
     /// starts BGP as soon as the datastore holds a valid configuration.
     async fn run(
         mut self,
-        mut store: mpsc::Receiver<StoreEvent>,
+        (mut store, mut local_rx): (
+            mpsc::Receiver<StoreEvent>,
+            mpsc::Receiver<Vec<LocalWorkload>>,
+        ),
         mut workload_rx: mpsc::Receiver<BTreeMap<IpNet, String>>,
         reload: Arc<Notify>,
         stop: Arc<Notify>,
@@ -176,12 +191,17 @@ impl Daemon {
                 },
                 ev = store.recv() => match ev {
                     Some(ev) => {
-                        if let Some(ev) = self.on_store(ev).await? {
+                        if let Some(ev) = self.on_store(Input::Store(ev)).await? {
                             events = Some(ev);
                         }
                     }
                     None => return Err("the datastore task stopped".into()),
                 },
+                Some(w) = local_rx.recv() => {
+                    if let Some(ev) = self.on_store(Input::LocalWorkloads(w)).await? {
+                        events = Some(ev);
+                    }
+                }
                 Some(w) = workload_rx.recv() => {
                     if let (Some(i), Some(sp)) = (self.tracker.current(), &self.speaker) {
                         routes::reoriginate_borrowed(i, &self.workloads, &w, sp).await;
@@ -234,9 +254,9 @@ impl Daemon {
     /// returns the speaker's events when BGP just started.
     async fn on_store(
         &mut self,
-        ev: StoreEvent,
+        ev: Input,
     ) -> Result<Option<mpsc::Receiver<SpeakerEvent>>, String> {
-        let large = matches!(&ev, StoreEvent::Snapshot { documents, .. }
+        let large = matches!(&ev, Input::Store(StoreEvent::Snapshot { documents, .. })
             if documents.len() >= memory::TRIM_AFTER_DOCUMENTS);
         let diff = intent::on_store_event(ev, &mut self.tracker, &self.state, &self.published);
         if large {

@@ -30,6 +30,7 @@ pub(super) fn resolve_relative(cfg: &mut DaemonConfig, dir: &Path) {
         from_file("datastore.password"),
         from_file("datastore.kubeconfig"),
     );
+    fix(&mut cfg.endpoint_status_dir, true);
     match &mut cfg.datastore {
         Datastore::File { path } => fix(path, true),
         Datastore::Etcdv3 { tls, auth, .. } => {

@@ -11,7 +11,11 @@
 //!   revision, re-listed after compaction or a lost connection.
 //! - [`kubernetes`]: the Kubernetes API (Calico's KDD mode): Calico's CRDs, Nodes,
 //!   BGP password Secrets, Local Services and their EndpointSlices, listed then watched.
+//!
+//! Beside the store, [`endpoint_status`] reads Felix's endpoint status files on the
+//! node: which workloads are BGP peers of this node (`localWorkloadSelector`).
 
+pub mod endpoint_status;
 pub mod etcd;
 pub mod file;
 pub mod kubernetes;

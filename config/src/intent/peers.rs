@@ -13,6 +13,7 @@ use crate::cluster::{
     AddressFamily, Applies, Cluster, NextHopMode, Node, PasswordSource, PeerResource, PeerTarget,
     Secret,
 };
+use crate::datastore::endpoint_status::LocalWorkload;
 
 /// confd's passes over the BGPPeers, in the order it emits them (`updatePeersV1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +31,7 @@ pub(super) fn peers(
     cluster: &Cluster,
     me: &Node,
     asn: u32,
+    local: &[LocalWorkload],
     warnings: &mut Vec<String>,
 ) -> Result<BTreeMap<IpAddr, PeerIntent>, String> {
     let mut out: BTreeMap<IpAddr, PeerIntent> = BTreeMap::new();
@@ -42,7 +44,7 @@ pub(super) fn peers(
         // `cluster.peers` is sorted by name: within a pass the first name wins
         // (confd walks a Go map there, in no fixed order).
         for p in &cluster.peers {
-            for s in bgp_peer_sessions(cluster, p, me, asn, pass) {
+            for s in bgp_peer_sessions(cluster, p, me, (asn, local), pass) {
                 merge(&mut out, &mut passes, (s, pass), warnings);
             }
         }
@@ -114,20 +116,26 @@ fn bgp_peer_sessions(
     cluster: &Cluster,
     p: &PeerResource,
     me: &Node,
-    asn: u32,
+    (asn, local): (u32, &[LocalWorkload]),
     pass: Pass,
 ) -> Vec<PeerIntent> {
     let global = matches!(p.applies, Applies::Global);
     match pass {
-        Pass::Global if global => forward(cluster, p, me, asn),
-        Pass::NodeSpecific if !global => forward(cluster, p, me, asn),
+        Pass::Global if global => forward(cluster, p, me, asn, local),
+        Pass::NodeSpecific if !global => forward(cluster, p, me, asn, local),
         Pass::Reverse if p.reverse_auto => reverse(cluster, p, me, asn),
         _ => Vec::new(),
     }
 }
 
 /// The sessions of a BGPPeer that applies to `me`, toward its peer side.
-fn forward(cluster: &Cluster, p: &PeerResource, me: &Node, asn: u32) -> Vec<PeerIntent> {
+fn forward(
+    cluster: &Cluster,
+    p: &PeerResource,
+    me: &Node,
+    asn: u32,
+    local: &[LocalWorkload],
+) -> Vec<PeerIntent> {
     if !applies(&p.applies, me) {
         return Vec::new();
     }
@@ -155,7 +163,50 @@ fn forward(cluster: &Cluster, p: &PeerResource, me: &Node, asn: u32) -> Vec<Peer
         PeerTarget::Nodes(sel) => {
             with_nodes(cluster, p, me, asn, |other| sel.matches(&other.labels))
         }
+        PeerTarget::LocalWorkloads(_) => workload_sessions(cluster, p, me, asn, local),
     }
+}
+
+/// The sessions with this node's workloads that Felix selected for BGPPeer `p`: one
+/// per address family the workload has, as confd's `Local_Workload_` peers are
+/// (`processPeersFromPath`): the BGPPeer's AS, local AS and filters; passive (the
+/// workload dials the peering address Felix gave its interface); no source address;
+/// multihop, without TTL security. The session settings confd's local peer data does
+/// not carry (password, timers, next-hop mode) are left at their defaults.
+fn workload_sessions(
+    cluster: &Cluster,
+    p: &PeerResource,
+    me: &Node,
+    asn: u32,
+    local: &[LocalWorkload],
+) -> Vec<PeerIntent> {
+    let mut out = Vec::new();
+    for w in local.iter().filter(|w| w.bgp_peer == p.name) {
+        let addresses = w
+            .ipv4
+            .map(IpAddr::V4)
+            .into_iter()
+            .chain(w.ipv6.map(IpAddr::V6));
+        for address in addresses {
+            let mut s = session(cluster, p, me, asn, None, address);
+            if s.kind != PeerKind::RouteReflectorClient {
+                s.kind = PeerKind::LocalWorkload;
+            }
+            s.passive = true;
+            s.source = None;
+            s.password = None;
+            s.snapshot_password = None;
+            s.keepalive = None;
+            s.hold = None;
+            s.restart_time = None;
+            s.ttl_security = None;
+            s.next_hop = NextHopMode::Auto;
+            s.families = vec![AddressFamily::of(address)];
+            s.origin = format!("BGPPeer {} (workload {})", p.name, w.interface);
+            out.push(s);
+        }
+    }
+    out
 }
 
 /// The reverse sessions of a BGPPeer whose peer side is `me`, toward the nodes of its

@@ -5,6 +5,7 @@
 use std::net::IpAddr;
 
 use crate::cluster::Cluster;
+use crate::datastore::endpoint_status::LocalWorkload;
 use crate::datastore::Document;
 use crate::intent::{intent, PeerKind};
 
@@ -71,34 +72,117 @@ fn row(a: &str, port: u16, kind: PeerKind, passive: bool, asn: u32, origin: &str
     (ip(a), port, kind, passive, asn, origin.to_string())
 }
 
+/// A workload Felix selected for BGPPeer `peer` (its endpoint status file).
+fn workload(peer: &str, v4: Option<&str>, v6: Option<&str>) -> LocalWorkload {
+    LocalWorkload {
+        file: format!("k8s default%2f{peer} eth0"),
+        bgp_peer: peer.to_string(),
+        interface: "cali12ab".into(),
+        ipv4: v4.map(|a| a.parse().unwrap_or_else(|e| panic!("{e}"))),
+        ipv6: v6.map(|a| a.parse().unwrap_or_else(|e| panic!("{e}"))),
+    }
+}
+
 #[test]
-fn a_local_workload_peer_is_skipped_with_a_warning_and_the_rest_applies() {
+fn workloads_felix_selected_are_passive_sessions_per_family_and_the_rest_applies() {
     let extra = format!(
-        "{}{}",
+        "{}{}{}",
         peer(
-            "workloads",
-            "localWorkloadSelector: \"color == 'red'\", asNumber: 65010"
+            "vms",
+            "localWorkloadSelector: \"kubevirt.io == 'virt-launcher'\", asNumber: 65100, password: {secretKeyRef: {name: s, key: k}}, keepaliveTime: 5s"
+        ),
+        peer(
+            "elsewhere",
+            "node: node-b, localWorkloadSelector: all(), asNumber: 65200"
         ),
         peer("tor", "peerIP: 198.51.100.1, asNumber: 65001"),
     );
-    let (rows, w) = sessions(&extra, "node-a");
+    let (c, _) = cluster_of(&extra);
+    let local = [
+        workload("vms", Some("198.18.1.5"), Some("2001:db8:1::5")),
+        // Selected by a BGPPeer that does not apply to node-a, and by none at all.
+        workload("elsewhere", Some("198.18.1.6"), None),
+        workload("nobody", Some("198.18.1.7"), None),
+    ];
+    let (i, _) =
+        crate::intent::intent_of(&c, "node-a", None, &local).unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(String, PeerKind, bool, u32, Option<IpAddr>, String)> = i
+        .peers
+        .values()
+        .map(|p| {
+            (
+                p.address.to_string(),
+                p.kind,
+                p.passive,
+                p.remote_as,
+                p.source,
+                p.origin.clone(),
+            )
+        })
+        .collect();
+    let vm = |a: &str| {
+        (
+            a.to_string(),
+            PeerKind::LocalWorkload,
+            true,
+            65100,
+            None,
+            "BGPPeer vms (workload cali12ab)".to_string(),
+        )
+    };
     assert_eq!(
-        rows,
-        vec![row(
-            "198.51.100.1",
-            179,
-            PeerKind::Global,
-            false,
-            65001,
-            "BGPPeer tor"
-        )]
+        got,
+        vec![
+            vm("198.18.1.5"),
+            (
+                "198.51.100.1".to_string(),
+                PeerKind::Global,
+                false,
+                65001,
+                Some(ip("198.51.100.10")),
+                "BGPPeer tor".to_string()
+            ),
+            vm("2001:db8:1::5"),
+        ]
     );
-    assert_eq!(w.len(), 1, "{w:?}");
-    assert!(
-        w[0].contains("workloads") && w[0].contains("spec.localWorkloadSelector"),
-        "{w:?}"
-    );
-    assert!(w[0].contains("not supported by tern"), "{w:?}");
+    // confd's local peer data carries no password nor timers.
+    let p = &i.peers[&ip("198.18.1.5")];
+    assert!(p.password.is_none() && p.keepalive.is_none(), "{p:?}");
+    // Without workloads, no session and no warning: the BGPPeer is valid.
+    let (rows, w) = sessions(&extra, "node-a");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(w.is_empty(), "{w:?}");
+}
+
+#[test]
+fn a_local_workload_selector_calico_refuses_is_an_error_naming_it() {
+    for (spec, field, words) in [
+        (
+            "localWorkloadSelector: all(), peerIP: 198.51.100.1, asNumber: 65100",
+            "spec.localWorkloadSelector",
+            "without peerIP",
+        ),
+        (
+            "localWorkloadSelector: all()",
+            "spec.asNumber",
+            "workload peers",
+        ),
+        (
+            "localWorkloadSelector: \"a ==\", asNumber: 65100",
+            "spec.localWorkloadSelector",
+            "",
+        ),
+    ] {
+        let text = format!("{NODES}{}", peer("vms", spec));
+        let e = Cluster::from_documents(&[Document {
+            origin: "cluster.yaml".into(),
+            text,
+        }])
+        .err()
+        .unwrap_or_else(|| panic!("{spec}: accepted"))
+        .to_string();
+        assert!(e.contains(field) && e.contains(words), "{spec}: {e}");
+    }
 }
 
 #[test]

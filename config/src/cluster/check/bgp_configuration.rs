@@ -91,6 +91,20 @@ pub(super) fn bgp_settings(
             errors,
         ),
     };
+    out.local_workload_peering = (
+        address(
+            d,
+            "spec.localWorkloadPeeringIPV4",
+            s.local_workload_peering_ipv4.as_deref(),
+            errors,
+        ),
+        address(
+            d,
+            "spec.localWorkloadPeeringIPV6",
+            s.local_workload_peering_ipv6.as_deref(),
+            errors,
+        ),
+    );
     let named = named_communities(d, &s.communities, errors);
     out.prefix_advertisements = prefix_advertisements(d, &s.prefix_advertisements, &named, errors);
     for (list, kind) in [
@@ -290,4 +304,27 @@ pub(super) fn node_override(
         }
     }
     bgp.node_overrides.insert(node, (s.listen_port, bind));
+}
+
+/// An optional address field of one family (`localWorkloadPeeringIPV4`: an IPv4
+/// address); empty is unset.
+fn address<A: std::str::FromStr>(
+    d: &RawDoc,
+    field: &str,
+    text: Option<&str>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<A> {
+    let t = text.filter(|t| !t.is_empty())?;
+    match t.parse::<A>() {
+        Ok(a) => Some(a),
+        Err(_) => {
+            let family = if field.ends_with("V6") {
+                "IPv6"
+            } else {
+                "IPv4"
+            };
+            errors.push(d.error(field, format!("{t:?} is not an {family} address")));
+            None
+        }
+    }
 }

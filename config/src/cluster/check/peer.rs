@@ -18,26 +18,20 @@ pub(super) fn peer(
 ) -> Option<PeerResource> {
     let r = parse_or::<model::BgpPeerSpec>(d, warnings, errors)?;
     let s = r.spec;
-    if s.local_workload_selector.is_some() {
-        // confd renders these as Local_Workload_ peers from Felix's endpoint status
-        // files (`local_bgp_peer_watcher.go`), which tern does not read: skip the one
-        // resource, never the whole snapshot.
-        warnings.push(d.warning(
-            "spec.localWorkloadSelector",
-            "not supported by tern (Calico's Local_Workload peers, sessions with this \
-             node's workloads): this BGPPeer is skipped",
-        ));
-        return None;
-    }
     let before = errors.len();
     let applies = applies(d, &s, errors);
     let target = target(d, &s, errors);
     let as_number = asn_field(d, "spec.asNumber", &s.as_number, errors);
-    if matches!(target, Some(PeerTarget::Address(..))) && s.as_number.is_none() {
-        errors.push(d.error(
+    match target {
+        Some(PeerTarget::Address(..)) if s.as_number.is_none() => errors.push(d.error(
             "spec.asNumber",
             "missing: a peer given by peerIP needs its AS number",
-        ));
+        )),
+        Some(PeerTarget::LocalWorkloads(_)) if s.as_number.is_none() => errors.push(d.error(
+            "spec.asNumber",
+            "missing: workload peers (localWorkloadSelector) need their AS number",
+        )),
+        _ => {}
     }
     let local_as_number = asn_field(d, "spec.localASNumber", &s.local_as_number, errors);
     let source_node_ip = source_node_ip(d, &s, errors);
@@ -116,6 +110,18 @@ fn applies(d: &RawDoc, s: &model::BgpPeerSpec, errors: &mut Vec<ConfigError>) ->
 
 /// `spec.peerIP` / `spec.peerSelector`: whom to peer with, exactly one of them.
 fn target(d: &RawDoc, s: &model::BgpPeerSpec, errors: &mut Vec<ConfigError>) -> Option<PeerTarget> {
+    if let Some(sel) = &s.local_workload_selector {
+        // Calico's CRD: the workloads are the peers, so no peerIP nor peerSelector.
+        if s.peer_ip.is_some() || s.peer_selector.is_some() {
+            errors.push(d.error(
+                "spec.localWorkloadSelector",
+                "give localWorkloadSelector without peerIP and peerSelector",
+            ));
+            return None;
+        }
+        return selector(d, "spec.localWorkloadSelector", sel, errors)
+            .map(PeerTarget::LocalWorkloads);
+    }
     match (&s.peer_ip, &s.peer_selector) {
         (Some(_), Some(_)) => {
             errors.push(d.error("spec.peerIP", "give peerIP or peerSelector, not both"));
@@ -181,7 +187,7 @@ fn reachable_by(
             None
         }
         Some(PeerTarget::Address(..)) => Some(gw),
-        Some(PeerTarget::Nodes(_)) => {
+        Some(PeerTarget::Nodes(_) | PeerTarget::LocalWorkloads(_)) => {
             errors.push(d.error(
                 "spec.reachableBy",
                 "needs peerIP: the route it adds is to one peer address",
