@@ -89,6 +89,29 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ $added_policy = 1 ] && as_root rm -f /usr/sbin/policy-rc.d
 fi
 
+# --- BIRD 1.6 beside BIRD 2 ----------------------------------------------------
+# Debian's `bird` package is BIRD 1.6.8, the base of the fork calico-node ships. It is
+# unpacked, not installed (it would replace bird2's files): the side-by-side lab runs
+# the text confd renders on it, as a Calico node does.
+BIRD1_DIR=/opt/tern/bird1.6
+if { [ $minimal = 0 ] || [ $lab = 1 ]; } && [ ! -x "$BIRD1_DIR/usr/sbin/bird" ]; then
+  if [ "$SUDO" = none ]; then
+    echo "BIRD 1.6 is missing ($BIRD1_DIR) and there is no root or sudo to unpack it" >&2
+    exit 1
+  fi
+  say "apt-get download bird (BIRD 1.6), unpacked in $BIRD1_DIR"
+  bird1_tmp=$(mktemp -d)
+  chmod 777 "$bird1_tmp"
+  [ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -print -quit 2>/dev/null)" ] \
+    || as_root apt-get update -qq
+  (cd "$bird1_tmp" && as_root apt-get download -qq bird >/dev/null)
+  as_root mkdir -p "$BIRD1_DIR"
+  as_root dpkg-deb -x "$bird1_tmp"/bird_*.deb "$BIRD1_DIR"
+  rm -rf "$bird1_tmp"
+  "$BIRD1_DIR/usr/sbin/bird" --version 2>&1 | grep -q '^BIRD version 1\.' \
+    || { echo "$BIRD1_DIR/usr/sbin/bird is not BIRD 1.x" >&2; exit 1; }
+fi
+
 # protoc must find the well-known types, or the build fails deep inside etcd-client's
 # build script; say so here, where the fix is obvious.
 if ! printf 'syntax = "proto3";\nimport "google/protobuf/descriptor.proto";\n' \

@@ -9,15 +9,17 @@
 //! (an earlier version's). Checks, in the node's namespace (`ip route show proto 201`):
 //! the VXLAN block is in
 //! tern's RIB but not in the kernel; the IPIP block goes `via … dev tunl0 onlink` and the
-//! plain one `via … dev eth0` (the metric-0 route gone), both with metric 300 (what v3.32's BIRD sets as
-//! `krt_metric` for an eBGP route); 198.18.9.0/24, outside every pool, gets 77 from a
+//! plain one `via … dev eth0` (the metric-0 route gone), both with metric 2147483547
+//! (what v3.32's BIRD sets as `krt_metric` for an eBGP route: `BIRD_INT_MAX - 100`, the
+//! LOCAL_PREF BIRD gives eBGP routes; the normal priority, 300 here, is for routes
+//! without one); 198.18.9.0/24, outside every pool, gets 77 from a
 //! BGPFilter's import `setPriority` (BIRD's `krt_metric` set on import, which the
 //! kernel export keeps).
 //!
 //! Then, live (the cluster file edited, no restart, no session reset): the normal
-//! priority becomes 500 and the IPIP pool turns VXLAN. The plain block's route takes
-//! metric 500 and the IPIP block's route goes (now Felix's), with the BGP session
-//! still up. Then tern is restarted with `programClusterRoutes: Disabled` (v3.32:
+//! priority becomes 500 and the IPIP pool turns VXLAN. The IPIP block's route goes
+//! (now Felix's) and the plain block's stays as it was (its metric comes from its
+//! LOCAL_PREF), with the BGP session still up. Then tern is restarted with `programClusterRoutes: Disabled` (v3.32:
 //! Felix programs every pool's routes): the plain route it had installed is removed,
 //! while the route outside every pool stays.
 //! Skips without root or BIRD; fails under CI=true.
@@ -201,13 +203,15 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
 
     let ipip = || {
         let r = route(&node, "198.18.2.0/26");
-        r.contains("via 198.51.100.1 dev tunl0") && r.contains("onlink") && r.contains("metric 300")
+        r.contains("via 198.51.100.1 dev tunl0")
+            && r.contains("onlink")
+            && r.contains("metric 2147483547")
     };
     let plain = || {
         let r = route(&node, "198.18.3.0/26");
         r.contains("via 198.51.100.1 dev eth0")
             && !r.contains("onlink")
-            && r.contains("metric 300")
+            && r.contains("metric 2147483547")
             && r.lines().count() == 1
     };
     let outside = || route(&node, "198.18.9.0/24").contains("metric 77");
@@ -216,7 +220,7 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
     })
     .is_err()
     {
-        fail("the IPIP route (tunl0, onlink) or the plain route, with metric 300, or the fabric route with the import setPriority's 77, is missing");
+        fail("the IPIP route (tunl0, onlink) or the plain route, with metric 2147483547, or the fabric route with the import setPriority's 77, is missing");
     }
     // The VXLAN block was received (it is in the RIB) but is Felix's to program.
     if !in_rib(&node, "198.18.0.0/26") {
@@ -242,12 +246,12 @@ fn felix_pools_get_no_kernel_route_and_the_others_get_the_configured_metric() {
     let live = || {
         let r = route(&node, "198.18.3.0/26");
         route(&node, "198.18.2.0/26").is_empty()
-            && r.contains("metric 500")
+            && r.contains("metric 2147483547")
             && r.lines().count() == 1
             && outside()
     };
     if wait_for("the live change", Duration::from_secs(30), live).is_err() {
-        fail("after the live edit (priority 500, IPIP pool turned VXLAN) the plain route does not have metric 500 alone, or the old IPIP block's route is still there");
+        fail("after the live edit (priority 500, IPIP pool turned VXLAN) the plain route changed, or the old IPIP block's route is still there");
     }
     if !in_rib(&node, "198.18.2.0/26") {
         fail("the old IPIP block left tern's RIB: its kernel route going proves nothing");

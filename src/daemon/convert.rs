@@ -173,7 +173,7 @@ pub fn kernel_route(
         &prefix,
         b.attrs
             .kernel_priority
-            .unwrap_or_else(|| encap.metric(&prefix, b.attrs.local_pref, b.source.ebgp)),
+            .unwrap_or_else(|| encap.metric(&prefix, b.attrs.local_pref)),
     );
     let mut hops: Vec<IpAddr> = best.multipath.iter().map(|p| p.next_hop).collect();
     if hops.is_empty() {

@@ -418,9 +418,10 @@ spec: {{cidr: 198.18.3.0/24}}
             metric("198.18.3.64/26", learnt("198.51.100.2", false, None)),
             300
         );
+        // An eBGP route carries the LOCAL_PREF 100 the speaker gave it, as BIRD does.
         assert_eq!(
             metric("203.0.113.0/24", learnt("198.51.100.1", true, Some(100))),
-            300
+            2_147_483_547
         );
         let lp = tern_bgp::policy::BIRD_INT_MAX - 512;
         assert_eq!(

@@ -368,6 +368,15 @@ pub(super) fn import(
         own: Arc::clone(own),
     };
     let Some(pol) = p.policy.as_deref() else {
+        let mut ebgp;
+        let default = Some(crate::rib::decision::DEFAULT_LOCAL_PREF);
+        let update = if source.ebgp && update.attributes.local_pref != default {
+            ebgp = update.clone();
+            policy::with_ebgp_local_pref(&mut ebgp.attributes);
+            &ebgp
+        } else {
+            update
+        };
         let (changes, rejection) = rib.import_update(source, update, &checks);
         return (changes, rejection, Vec::new());
     };

@@ -46,6 +46,14 @@ pub(super) fn peer_type(local_as: u32, peer_as: u32) -> PeerType {
     }
 }
 
+/// What a route learnt over eBGP keeps as LOCAL_PREF: the peer's value is ignored
+/// (RFC 4271 §5.1.5) and BIRD attaches its default (`default bgp_local_pref`, 100),
+/// which Calico's filters then read: the kernel metric `BIRD_INT_MAX - 100` and the
+/// LOCAL_PREF passed on to iBGP peers. Seen on BIRD 1.6.8 and 2.0.12 in the lab.
+pub(super) fn with_ebgp_local_pref(attrs: &mut PathAttributes) {
+    attrs.local_pref = Some(crate::rib::decision::DEFAULT_LOCAL_PREF);
+}
+
 /// The facts about a path learnt from a peer.
 fn bgp_facts(prefix: IpNet, attrs: &PathAttributes, peer: PeerType) -> RouteFacts<'_> {
     RouteFacts {
@@ -128,6 +136,9 @@ pub(super) fn import(program: &Program, peer: PeerType, u: &Update) -> (Vec<Upda
     }
     for (changes, classic, mps) in groups {
         let mut attributes = u.attributes.clone();
+        if peer == PeerType::External {
+            with_ebgp_local_pref(&mut attributes);
+        }
         changes.apply(&mut attributes);
         // A `setPriority` on import is the metric the route gets in the kernel, as
         // BIRD's `krt_metric` set by an import filter (confd's kernel export only

@@ -14,8 +14,11 @@
 //! (`SetMetricForBGPRoutes` in confd's `populateNodeConfig`): `BIRD_INT_MAX -
 //! LOCAL_PREF` when the route carries a LOCAL_PREF, else the family's normal route
 //! priority (`ipv4NormalRoutePriority` / `ipv6NormalRoutePriority`, default 1024).
-//! BIRD drops a LOCAL_PREF received over eBGP (RFC 4271 5.1.5), so eBGP routes take
-//! the normal priority.
+//! BIRD ignores a LOCAL_PREF received over eBGP (RFC 4271 5.1.5) but attaches its
+//! default, 100, to every eBGP route, and so does tern's speaker: eBGP routes get
+//! `BIRD_INT_MAX - 100` (2147483547), as a Calico node's BIRD 1.6 installs them
+//! (`tests/side_by_side_lab.rs`). The normal priority reaches the kernel through the
+//! LOCAL_PREF other nodes derive from it for their own routes.
 
 use ipnet::IpNet;
 
@@ -68,12 +71,12 @@ impl Encapsulation {
     }
 
     /// The kernel metric of a learnt route to `net`: `BIRD_INT_MAX - local_pref` for
-    /// a route with a LOCAL_PREF learnt over iBGP, the family's normal route priority
-    /// otherwise (see the module documentation).
-    pub fn metric(&self, net: &IpNet, local_pref: Option<u32>, ebgp: bool) -> u32 {
+    /// a route with a LOCAL_PREF, the family's normal route priority otherwise (see
+    /// the module documentation).
+    pub fn metric(&self, net: &IpNet, local_pref: Option<u32>) -> u32 {
         match local_pref {
-            Some(lp) if !ebgp => tern_bgp::policy::BIRD_INT_MAX.saturating_sub(lp),
-            _ => self.priority.of(net),
+            Some(lp) => tern_bgp::policy::BIRD_INT_MAX.saturating_sub(lp),
+            None => self.priority.of(net),
         }
     }
 }

@@ -95,16 +95,16 @@ fn the_metric_is_the_normal_priority_or_derived_from_local_pref() {
     let e = load("").unwrap().encapsulation();
     let v4 = net("198.18.3.64/26");
     let v6 = net("2001:db8:1::/64");
-    assert_eq!(e.metric(&v4, None, false), 1024);
-    assert_eq!(e.metric(&v6, None, true), 1024);
+    assert_eq!(e.metric(&v4, None), 1024);
+    assert_eq!(e.metric(&v6, None), 1024);
     // A v3.32 node's route: LOCAL_PREF = BIRD_INT_MAX - its priority.
-    assert_eq!(e.metric(&v4, Some(2_147_483_647 - 512), false), 512);
-    // Over eBGP a LOCAL_PREF is ignored.
-    assert_eq!(e.metric(&v4, Some(100), true), 1024);
+    assert_eq!(e.metric(&v4, Some(2_147_483_647 - 512)), 512);
+    // An eBGP route: the speaker gave it BIRD's default LOCAL_PREF.
+    assert_eq!(e.metric(&v4, Some(100)), 2_147_483_547);
     let bgp = "---\napiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: {name: default}\nspec: {ipv4NormalRoutePriority: 300, ipv6NormalRoutePriority: 400}\n";
     let e = load(bgp).unwrap().encapsulation();
-    assert_eq!(e.metric(&v4, None, false), 300);
-    assert_eq!(e.metric(&v6, None, false), 400);
+    assert_eq!(e.metric(&v4, None), 300);
+    assert_eq!(e.metric(&v6, None), 400);
 }
 
 #[test]
