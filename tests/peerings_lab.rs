@@ -297,6 +297,18 @@ fn a_peer_behind_a_gateway_is_reached_through_reachable_by() {
     if !ping.status.success() {
         fail("203.0.113.2 does not answer a ping through the route");
     }
+    // Reached through its gateway, as configured: no layer-2 warning.
+    let diagnose = std::process::Command::new(TERN)
+        .args(["diagnose", "--socket"])
+        .arg(adir.join("tern.sock"))
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if diagnose.contains("[warning] no-layer2-reachability") {
+        fail(&format!(
+            "a layer-2 warning for the route server:\n{diagnose}"
+        ));
+    }
     println!("peerings_lab: reachableBy: {}", host_route());
     // Removed live: the route goes (the session, with no way to the peer left, will
     // follow by its hold timer; that is not waited for).

@@ -193,6 +193,13 @@ fn a_workload_felix_selected_peers_with_its_node() {
     if !peers.contains("local workload") {
         fail(&format!("`tern peers` does not name the kind:\n{peers}"));
     }
+    // Reached through the workload's interface, not a shared subnet: no warning.
+    let diagnose = tern(&socket, &["diagnose"]);
+    if diagnose.contains("[warning] no-layer2-reachability") {
+        fail(&format!(
+            "a layer-2 warning for the workload peer:\n{diagnose}"
+        ));
+    }
     println!("workload_peers_lab: {}\n{peers}", vm_route().trim());
 
     // The endpoint goes down: Felix deletes the file; the session and its routes go.

@@ -126,6 +126,16 @@ pub struct PeerIntent {
 }
 
 impl PeerIntent {
+    /// Whether the peer is expected not to share a subnet with this node: multihop by
+    /// `ttlSecurity` (2 hops or more), reached through a `reachableBy` gateway, or a
+    /// workload reached through its interface (a local workload peer). Layer-2
+    /// diagnosis reports such a peer as information, not as a problem.
+    pub fn off_link_expected(&self) -> bool {
+        self.ttl_security.is_some_and(|t| t > 1)
+            || self.reachable_by.is_some()
+            || self.kind == PeerKind::LocalWorkload
+    }
+
     /// The session's own settings are equal (everything but where it came from), so a
     /// configuration change that leaves them alone must not reset it.
     pub fn same_session(&self, other: &PeerIntent) -> bool {

@@ -268,7 +268,7 @@ impl DaemonHandler {
                 address: p.intent.address,
                 name: super::state::peer_subject(&p.intent),
                 network: p.intent.peer_network,
-                multihop: p.intent.ttl_security.is_some_and(|t| t > 1),
+                multihop: p.intent.off_link_expected(),
                 // The next hops announced are filled in from the speaker.
                 ebgp: (p.intent.remote_as != p.intent.local_as).then(|| EbgpFacts {
                     subject: super::state::peer_subject(&p.intent),

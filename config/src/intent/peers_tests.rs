@@ -148,6 +148,9 @@ fn workloads_felix_selected_are_passive_sessions_per_family_and_the_rest_applies
     // confd's local peer data carries no password nor timers.
     let p = &i.peers[&ip("198.18.1.5")];
     assert!(p.password.is_none() && p.keepalive.is_none(), "{p:?}");
+    // Reached through the workload's interface: no layer-2 warning for it.
+    assert!(p.off_link_expected());
+    assert!(!i.peers[&ip("198.51.100.1")].off_link_expected());
     // Without workloads, no session and no warning: the BGPPeer is valid.
     let (rows, w) = sessions(&extra, "node-a");
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -352,6 +355,7 @@ fn reachable_by_is_a_host_route_to_the_peer_and_not_a_session_setting() {
         intent(&c, "node-a").unwrap_or_else(|e| panic!("{e}")).0
     };
     let i = with(", reachableBy: 198.51.100.254");
+    assert!(i.peers.values().all(|p| p.off_link_expected()));
     let routes: Vec<(String, String)> = i
         .peer_routes()
         .iter()
