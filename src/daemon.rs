@@ -22,6 +22,8 @@
 //!   watchdog. The Windows service instead reports Running once the first intent is
 //!   applied ([`Hooks::on_intent_applied`], see `crate::service`).
 
+#[cfg(target_os = "linux")]
+mod bfd;
 mod convert;
 mod diagnoser;
 mod fib_task;

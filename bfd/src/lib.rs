@@ -8,8 +8,11 @@
 //! own sockets and runtime: the ones found bring a daemon of their own, where tern
 //! needs the state machine inside its own tasks, driven by its own clock in tests.
 
+#[cfg(all(feature = "driver", target_os = "linux"))]
+pub mod driver;
 pub mod packet;
 pub mod session;
+pub mod view;
 
 pub use packet::{Diag, Packet, State};
 pub use session::{Config, Output, Session};

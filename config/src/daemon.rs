@@ -12,11 +12,13 @@ use serde::Deserialize;
 use crate::error::{ConfigError, Warning};
 use crate::intent::RouterIdSetting;
 
+pub mod bfd;
 mod checks;
 mod datastore;
 pub mod env;
 mod files;
 pub mod limits;
+pub use bfd::BfdConfig;
 pub use env::{Environment, ProcessEnvironment, Source};
 pub use limits::Limits;
 
@@ -176,6 +178,8 @@ pub struct DaemonConfig {
     pub log_format: LogFormat,
     /// Route, control-socket and datastore limits.
     pub limits: Limits,
+    /// BFD with the BGP peers (`bfd`).
+    pub bfd: BfdConfig,
     /// The router id setting (`router_id`, `CALICO_ROUTER_ID`); `None`: the Node's
     /// IPv4 address.
     pub router_id: Option<RouterIdSetting>,
@@ -209,6 +213,7 @@ struct RawConfig {
     log_format: Option<String>,
     limits: Option<limits::RawLimits>,
     router_id: Option<String>,
+    bfd: Option<bfd::RawBfd>,
 }
 
 #[derive(Deserialize)]
@@ -313,6 +318,10 @@ impl DaemonConfig {
             Some(l) => l.validate(file)?,
             None => Limits::default(),
         };
+        let bfd = match raw.bfd {
+            Some(b) => b.validate(file)?,
+            None => BfdConfig::default(),
+        };
 
         Ok((
             DaemonConfig {
@@ -331,6 +340,7 @@ impl DaemonConfig {
                 log,
                 log_format,
                 limits,
+                bfd,
             },
             warnings,
         ))

@@ -320,6 +320,31 @@ pub struct PeerInfo {
     /// BGPFilters applied to the session, in order.
     #[serde(default)]
     pub filters: Vec<String>,
+    /// BFD with the peer; null when BFD is off in tern.yaml.
+    #[serde(default)]
+    pub bfd: Option<BfdInfo>,
+}
+
+/// One peer's BFD session (`tern peers`, docs/json.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BfdInfo {
+    /// `Up`, `Init`, `Down`, `AdminDown` (RFC 5880's names, as FRR and BIRD print
+    /// them), or `none` while no session runs (BFD starts once the BGP session is
+    /// Established).
+    pub state: String,
+    /// The peer's state as it last said.
+    pub remote_state: String,
+    /// Why the session last changed, in RFC 5880's words (`control detection time
+    /// expired`, `neighbor signaled session down`, `no diagnostic`).
+    pub diagnostic: String,
+    /// Multi-hop (RFC 5883, port 4784) rather than single hop (RFC 5881, port 3784).
+    pub multihop: bool,
+    /// How long silence lasts before the peer is declared down, in milliseconds.
+    pub detect_time_ms: u64,
+    /// How often we send, in milliseconds; null while the peer asks for nothing.
+    pub tx_interval_ms: Option<u64>,
+    /// Times a BFD session with the peer went from Up to Down since the daemon started.
+    pub downs: u64,
 }
 
 /// Messages of one direction, by type (`tern peers ADDR`, `tern status -o wide`).

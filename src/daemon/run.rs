@@ -9,6 +9,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
+#[cfg(target_os = "linux")]
+use tern_bfd::driver::Event as BfdEvent;
+/// No BFD outside Linux (tern.yaml refuses it there).
+#[cfg(not(target_os = "linux"))]
+type BfdEvent = std::convert::Infallible;
 use tern_bgp::speaker::{RibNews, SpeakerCommand, SpeakerEvent};
 use tern_config::datastore::endpoint_status::LocalWorkload;
 use tern_config::datastore::StoreEvent;
@@ -52,6 +57,9 @@ struct Daemon {
     bgp_retry: Option<Instant>,
     /// `tern monitor`'s stream, for session changes.
     monitor: super::monitor::Hub,
+    /// BFD with the peers, when on.
+    #[cfg(target_os = "linux")]
+    bfd: Option<super::bfd::Bfd>,
 }
 
 /// Runs the daemon: starts the control socket, the datastore and the FIB task, then
@@ -137,6 +145,15 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         ltx,
     ));
 
+    #[cfg(target_os = "linux")]
+    let (bfd, bfd_events) = super::bfd::start(&cfg.bfd)?.unzip();
+    #[cfg(target_os = "linux")]
+    if let (Some(b), Ok(mut s)) = (&bfd, state.lock()) {
+        s.bfd = Some(b.views.clone());
+    }
+    #[cfg(not(target_os = "linux"))]
+    let bfd_events = None;
+
     let tracker = Tracker::new(cfg.node.clone())
         .with_router_id(cfg.router_id)
         .with_max_document_bytes(cfg.limits.datastore_document_bytes);
@@ -156,8 +173,11 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
         policies: None,
         bgp_retry: None,
         monitor,
+        #[cfg(target_os = "linux")]
+        bfd,
     };
-    d.run((store, local_rx), workload_rx, reload, stop).await
+    d.run((store, local_rx), workload_rx, bfd_events, reload, stop)
+        .await
 }
 
 impl Daemon {
@@ -172,6 +192,7 @@ impl Daemon {
             mpsc::Receiver<Vec<LocalWorkload>>,
         ),
         mut workload_rx: mpsc::Receiver<BTreeMap<IpNet, String>>,
+        mut bfd_events: Option<mpsc::Receiver<BfdEvent>>,
         reload: Arc<Notify>,
         stop: Arc<Notify>,
     ) -> Result<(), String> {
@@ -186,8 +207,19 @@ impl Daemon {
         loop {
             tokio::select! {
                 ev = next_event(&mut events) => match ev {
-                    Some(ev) => on_speaker_event(ev, &self.state, &self.monitor),
+                    Some(ev) => {
+                        self.bfd_follow(&ev);
+                        on_speaker_event(ev, &self.state, &self.monitor);
+                    }
                     None => return Err("the BGP speaker stopped".into()),
+                },
+                ev = next_event(&mut bfd_events) => match ev {
+                    #[cfg(target_os = "linux")]
+                    Some(ev) => super::bfd::on_event(ev, self.speaker.as_ref()).await,
+                    #[cfg(not(target_os = "linux"))]
+                    Some(_) => {}
+                    // The driver stopped (it logged why); BGP runs on without it.
+                    None => bfd_events = None,
                 },
                 ev = store.recv() => match ev {
                     Some(ev) => {
@@ -353,6 +385,24 @@ impl Daemon {
         }
     }
 
+    /// BFD follows the BGP sessions: it starts with a session that comes up and stops
+    /// with one that goes down.
+    fn bfd_follow(&self, ev: &SpeakerEvent) {
+        #[cfg(target_os = "linux")]
+        if let Some(bfd) = &self.bfd {
+            match ev {
+                SpeakerEvent::PeerUp(addr, _) => {
+                    let ip = addr.ip();
+                    bfd.peer_up(ip, self.tracker.current().and_then(|i| i.peers.get(&ip)));
+                }
+                SpeakerEvent::PeerDown(addr, _) => bfd.peer_down(addr.ip()),
+                _ => {}
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = ev;
+    }
+
     /// Originates the borrowed workload addresses, once BGP runs.
     async fn sync_workloads(&mut self) {
         if let (Some(i), Some(sp)) = (self.tracker.current(), &self.speaker) {
@@ -415,8 +465,9 @@ impl Signals {
     }
 }
 
-/// The speaker's next event; never ready while BGP has not started.
-async fn next_event(events: &mut Option<mpsc::Receiver<SpeakerEvent>>) -> Option<SpeakerEvent> {
+/// The next event of a channel that may not be there yet (the speaker's before BGP
+/// starts, BFD's when it is off); never ready without one.
+async fn next_event<T>(events: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match events {
         Some(e) => e.recv().await,
         None => std::future::pending().await,

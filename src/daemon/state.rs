@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 use tern_bgp::fsm::Negotiated;
 use tern_config::intent::{Intent, PeerIntent};
 
-use crate::control::proto::PeerInfo;
+use crate::control::proto::{BfdInfo, PeerInfo};
 
 /// One peer's runtime state.
 #[derive(Debug, Clone)]
@@ -45,6 +45,8 @@ pub fn peer_subject(p: &tern_config::intent::PeerIntent) -> String {
 /// The daemon's snapshot.
 #[derive(Debug)]
 pub struct State {
+    /// BFD's sessions, when BFD is on.
+    pub bfd: Option<tern_bfd::view::Views>,
     /// Start time.
     pub started: SystemTime,
     /// Monotonic start.
@@ -87,6 +89,7 @@ impl State {
     /// A fresh state.
     pub fn new(datastore: String) -> State {
         State {
+            bfd: None,
             started: SystemTime::now(),
             started_at: Instant::now(),
             datastore,
@@ -227,6 +230,29 @@ impl State {
         )
     }
 
+    /// The BFD session with `peer`; `None` when BFD is off.
+    fn bfd_info(&self, peer: IpAddr) -> Option<BfdInfo> {
+        let views = self.bfd.as_ref()?.lock().ok()?;
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Some(match views.get(&peer) {
+            None => BfdInfo {
+                state: "none".into(),
+                remote_state: "none".into(),
+                diagnostic: "no diagnostic".into(),
+                ..Default::default()
+            },
+            Some(v) => BfdInfo {
+                state: v.state.name().into(),
+                remote_state: v.remote_state.name().into(),
+                diagnostic: v.diag.text(),
+                multihop: v.multihop,
+                detect_time_ms: ms(v.detection_time),
+                tx_interval_ms: v.tx_interval.map(ms),
+                downs: v.downs,
+            },
+        })
+    }
+
     /// `tern peers` rows (prefix counts filled by the caller).
     pub fn peer_infos(&self) -> Vec<PeerInfo> {
         self.peers
@@ -260,6 +286,7 @@ impl State {
                     md5: p.intent.password.is_some(),
                     gtsm_hops: p.intent.ttl_security,
                     filters: p.intent.filters.iter().map(|f| f.name.clone()).collect(),
+                    bfd: self.bfd_info(p.intent.address),
                     ..Default::default()
                 }
             })

@@ -290,6 +290,9 @@ pub enum PeerAction {
     Disable,
     /// Start a disabled peer's session again.
     Enable,
+    /// BFD saw the peer go down (RFC 5882 §4.3): end the session with Cease / BFD
+    /// Down (RFC 9384), its routes going at once, and let it start again.
+    BfdDown,
 }
 
 /// Counters of one peer since it was configured.

@@ -263,3 +263,43 @@ fn bird_sockets_are_off_by_default_and_checked() {
         assert!(e.contains(want), "{text:?}: got {e:?}");
     }
 }
+
+#[test]
+fn bfd_is_off_by_default_and_read_when_given() {
+    let base = "node: n\ndatastore: {type: file, path: c.yaml}\n";
+    let (c, _) = parse(base).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.bfd, BfdConfig::default());
+    assert!(!c.bfd.enabled);
+    let (c, _) = parse(&format!(
+        "{base}bfd: {{enabled: true, interval: 100ms, multiplier: 4}}\n"
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.bfd,
+        BfdConfig {
+            enabled: true,
+            interval: std::time::Duration::from_millis(100),
+            multiplier: 4,
+        }
+    );
+    assert_eq!(
+        c.bfd.detection_time(),
+        std::time::Duration::from_millis(400)
+    );
+}
+
+#[test]
+fn bfd_mistakes_name_the_field() {
+    let base = "node: n\ndatastore: {type: file, path: c.yaml}\n";
+    for (bfd, field, words) in [
+        ("{interval: 5ms}", "bfd.interval", "outside 10ms..60s"),
+        ("{interval: 2m}", "bfd.interval", "outside 10ms..60s"),
+        ("{interval: fast}", "bfd.interval", "not a duration"),
+        ("{multiplier: 0}", "bfd.multiplier", "outside 1..255"),
+        ("{multiplier: 256}", "bfd.multiplier", "outside 1..255"),
+        ("{enable: true}", "enable", "unknown field"),
+    ] {
+        let e = error(&format!("{base}bfd: {bfd}\n"));
+        assert!(e.contains(field) && e.contains(words), "{bfd}: {e}");
+    }
+}

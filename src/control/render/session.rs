@@ -148,4 +148,28 @@ pub(super) fn peer_detail(out: &mut String, p: &PeerInfo) {
             .map_or_else(|| "off".to_string(), |h| format!("on ({h} hops)"))
     );
     let _ = writeln!(out, "  filters       {}", or_dash(p.filters.join(", ")));
+    let _ = writeln!(out, "  bfd           {}", bfd_line(p.bfd.as_ref()));
+}
+
+/// `tern peers ADDR`'s BFD line.
+fn bfd_line(b: Option<&crate::control::proto::BfdInfo>) -> String {
+    let Some(b) = b else {
+        return "off (bfd.enabled in tern.yaml)".into();
+    };
+    if b.state == "none" {
+        return "no session yet (it starts once BGP is Established)".into();
+    }
+    let hops = if b.multihop {
+        "multi-hop"
+    } else {
+        "single hop"
+    };
+    let tx = b.tx_interval_ms.map_or_else(
+        || "nothing sent".to_string(),
+        |t| format!("sent every {t} ms"),
+    );
+    format!(
+        "{}, {hops}, peer {}; detection {} ms, {tx}; {} downs; last: {}",
+        b.state, b.remote_state, b.detect_time_ms, b.downs, b.diagnostic
+    )
 }

@@ -290,6 +290,62 @@ fn peer_metrics(reg: &mut Registry, peers: &[PeerInfo]) {
         states,
     );
     peer_counters(reg, peers);
+    bfd_metrics(reg, peers);
+}
+
+/// The BFD states, as `tern peers` names them.
+const BFD_STATES: [&str; 4] = ["AdminDown", "Down", "Init", "Up"];
+
+/// Each BFD session: its state (one series per state, 1 for the current one) and its
+/// detection time. Nothing when BFD is off.
+fn bfd_metrics(reg: &mut Registry, peers: &[PeerInfo]) {
+    let with: Vec<(&PeerInfo, &crate::control::proto::BfdInfo)> = peers
+        .iter()
+        .filter_map(|p| p.bfd.as_ref().map(|b| (p, b)))
+        .filter(|(_, b)| b.state != "none")
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    let states = with
+        .iter()
+        .flat_map(|(p, b)| {
+            BFD_STATES.iter().map(move |s| {
+                (
+                    label(&[("peer", &p.address), ("state", s)]),
+                    i64::from(b.state == *s),
+                )
+            })
+        })
+        .collect();
+    gauge(
+        reg,
+        "bfd_session_state",
+        "1 for the BFD session's current state",
+        states,
+    );
+    let f = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for (p, b) in &with {
+        #[allow(clippy::cast_precision_loss)] // milliseconds: far below 2^52
+        f.get_or_create(&label(&[("peer", &p.address)]))
+            .set(b.detect_time_ms as f64 / 1000.0);
+    }
+    reg.register(
+        "bfd_detect_time_seconds",
+        "Silence after which BFD declares the peer down",
+        f,
+    );
+    let downs = Family::<Labels, Counter>::default();
+    for (p, b) in &with {
+        downs
+            .get_or_create(&label(&[("peer", &p.address)]))
+            .inc_by(b.downs);
+    }
+    reg.register(
+        "bfd_session_downs",
+        "Times the BFD session went from Up to Down",
+        downs,
+    );
 }
 
 /// The per-peer counters kept under their first names: flaps, UPDATEs, policy.

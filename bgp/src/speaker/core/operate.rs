@@ -76,6 +76,19 @@ impl Speaker {
                     format!("{ip} was not established: its connection attempt starts again")
                 })
             }
+            PeerAction::BfdDown => {
+                if p.disabled || !up {
+                    return Err(format!("{ip} is not established"));
+                }
+                let n = Notification {
+                    code: crate::wire::notification::code::CEASE,
+                    subcode: cease_subcode::BFD_DOWN,
+                    data: bytes::Bytes::new(),
+                };
+                self.out
+                    .push(Output::Control(ip, Control::Reset(n, Duration::ZERO)));
+                Ok(format!("session with {ip} ended: BFD down ({text}); Cease / BFD Down sent, its routes withdrawn"))
+            }
             PeerAction::SoftIn => {
                 if !up {
                     return Err(format!("{ip} is not established"));
@@ -204,5 +217,11 @@ mod tests {
         );
         assert!(!s.peer_stats()[0].disabled);
         assert!(s.operate(ip, PeerAction::Enable, "x").0.is_err());
+        // BFD only ends an established session.
+        assert!(s
+            .operate(ip, PeerAction::BfdDown, "x")
+            .0
+            .unwrap_err()
+            .contains("not established"));
     }
 }
