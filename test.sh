@@ -10,7 +10,8 @@
 #                           present: $TERN_ADVISORY_DB, else the team's shared copy)
 #   ./test.sh --bench       also run the codec benchmarks (figures in README)
 #   ./test.sh --lab-bench   also run tern against BIRD, FRR and GoBGP (scripts/bench.sh,
-#                           about 30 min; the README's benchmark table)
+#                           about 30 min; the README's benchmark table) and the BFD
+#                           load (1,000 sessions against FRR's bfdd, about a minute)
 #   ./test.sh --soak [MIN]  also run the soak for MIN minutes (default 20): a 10-node lab
 #                           under churn and flaps, RSS and CPU sampled (scripts/soak.sh)
 #   ./test.sh --release     also build the release artifacts (scripts/release.sh: static
@@ -134,6 +135,8 @@ fi
 if [ $lab_bench = 1 ]; then
   step "tern vs BIRD, FRR, GoBGP (scripts/bench.sh)"
   scripts/bench.sh
+  step "BFD: 1,000 sessions at 100 ms x 3, tern's CPU against FRR's bfdd (tests/bfd_load.rs)"
+  TERN_BFD_LOAD=1 cargo test --release --locked --test bfd_load -- --nocapture
 fi
 
 if [ "$soak_min" != 0 ]; then
