@@ -1,17 +1,21 @@
-//! BFD with packets: one `tern run` node (node-a, AS 64512, `bfd: 100ms × 3`) and two
-//! BIRD 2 peers on one LAN in network namespaces. node-b runs BIRD's `protocol bfd`
-//! with `bfd on` for its session; node-c has no BFD at all.
+//! BFD with packets, tern (`bfd: 100ms × 3`) against real BFD implementations in
+//! network namespaces:
 //!
-//! - The BFD session with node-b comes Up at both ends (BIRD's `show bfd sessions`).
-//! - node-b is cut off silently (nftables drops everything to and from tern at node-b,
-//!   both ways, no TCP reset): its route must leave tern's kernel FIB within a
-//!   second, where the BGP hold timer (9 s here, 90 s with Calico's defaults) would
-//!   take far longer. The session ends with Cease / BFD Down (RFC 9384).
-//! - The link comes back: the session and the route are learnt again. Three cuts give
-//!   the detection times, printed (the target is 3 × 100 ms + 50 ms).
-//! - node-c, without BFD, keeps its session and route throughout (RFC 5882 §4.2).
+//! - BIRD 2, IPv4, single hop: node-b runs `protocol bfd` with `bfd on`; node-c has no
+//!   BFD at all and keeps its session and route throughout (RFC 5882 §4.2). `tern
+//!   peers` and the metrics show the sessions.
+//! - FRR's bfdd, IPv6, single hop, beside FRR's bgpd.
+//! - BIRD 2 as a route server two hops away (BGPPeer `reachableBy`): multi-hop BFD
+//!   (RFC 5883, port 4784).
 //!
-//! Skips without root, BIRD or nft; fails under CI=true.
+//! In each, the peer is cut off silently three times (nftables drops everything to and
+//! from tern at the peer, both ways, no TCP reset): its route must leave tern's kernel
+//! FIB within a second, where the BGP hold timer (9 s here, 90 s with Calico's
+//! defaults) would take far longer; the session ends with Cease / BFD Down (RFC 9384);
+//! once the link is back, the session, BFD and the route come back. The detection
+//! times are printed (3 × 100 ms after the last packet heard).
+//!
+//! Skips without root, BIRD, FRR or nft; fails under CI=true.
 
 #![cfg(target_os = "linux")]
 
@@ -447,6 +451,119 @@ fn start_bfdd(ns: &Netns, dir: &Path) -> Daemon {
         panic!("bfdd did not start:\n{}", read(&dir.join("bfdd.log")));
     }
     d
+}
+
+/// A route server two hops away (RFC 5883): BIRD at 203.0.113.2 behind a router.
+const BIRD_MULTIHOP: &str = r#"log stderr all;
+router id 203.0.113.2;
+protocol device { }
+protocol bfd { multihop { interval 100 ms; multiplier 3; }; }
+protocol static { ipv4; route 198.18.7.0/26 blackhole; }
+protocol bgp tern { local 203.0.113.2 as 65010; neighbor 198.51.100.10 as 64512; multihop; bfd on;
+  hold time 9; keepalive time 3; connect retry time 1; error wait time 1,4;
+  ipv4 { import none; export all; next hop address 198.51.100.254; }; }
+"#;
+
+const CLUSTER_MULTIHOP: &str = r#"apiVersion: projectcalico.org/v3
+kind: BGPConfiguration
+metadata: {name: default}
+spec: {asNumber: 64512, nodeToNodeMeshEnabled: false}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node-a}
+spec: {bgp: {ipv4Address: 198.51.100.10/24}}
+---
+apiVersion: projectcalico.org/v3
+kind: BGPPeer
+metadata: {name: route-server}
+spec: {peerIP: 203.0.113.2, asNumber: 65010, keepaliveTime: 3s, reachableBy: 198.51.100.254}
+"#;
+
+const CUT_MULTIHOP: &str = "table inet tbm_cut {
+  chain in { type filter hook input priority 0; policy accept; ip saddr 198.51.100.10 drop; }
+  chain out { type filter hook output priority 0; policy accept; ip daddr 198.51.100.10 drop; }
+}
+";
+
+const ROUTE_RS: &str = "198.18.7.0/26";
+
+#[test]
+fn multihop_bfd_with_a_route_server_behind_a_router() {
+    if let Err(reason) = tern_interop::lab_available() {
+        return tern_interop::skip_or_fail(TEST, &reason);
+    }
+    for p in ["bird", "nft"] {
+        if !tern_interop::have_program(p) {
+            return tern_interop::skip_or_fail(TEST, &format!("{p} is not installed"));
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path();
+    let ns = |n: &str| Netns::create(n).unwrap_or_else(|e| panic!("{e}"));
+    let (a, r, p) = (ns("tbm-a"), ns("tbm-r"), ns("tbm-p"));
+    a.veth_to("eth0", &r, "eth0")
+        .unwrap_or_else(|e| panic!("{e}"));
+    r.veth_to("eth1", &p, "eth0")
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (n, ifname, addr) in [
+        (&a, "eth0", "198.51.100.10/24"),
+        (&r, "eth0", "198.51.100.254/24"),
+        (&r, "eth1", "203.0.113.1/24"),
+        (&p, "eth0", "203.0.113.2/24"),
+    ] {
+        n.add_addr(ifname, addr).unwrap_or_else(|e| panic!("{e}"));
+    }
+    r.exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    p.ip(&["route", "add", "198.51.100.0/24", "via", "203.0.113.1"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("cut.nft"), CUT_MULTIHOP).unwrap_or_else(|e| panic!("{e}"));
+    let bird = Peer::start(Kind::Bird, &p, &dir.join("p"), BIRD_MULTIHOP)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _tern = start_tern(&a, dir, CLUSTER_MULTIHOP);
+    let fail = |what: &str| -> ! {
+        panic!(
+            "{what}\nBIRD BFD:\n{}\nBIRD:\n{}\ntern peers:\n{}\ntern log:\n{}",
+            bird.cli(&["show", "bfd", "sessions"]).unwrap_or_default(),
+            bird.cli(&["show", "protocols", "all", "tern"])
+                .unwrap_or_default(),
+            tern_cli(&a, dir, &["peers", "203.0.113.2"]),
+            read(&dir.join("tern.log"))
+        )
+    };
+    let bfd_up = || {
+        bird.cli(&["show", "bfd", "sessions"]).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.contains("198.51.100.10") && l.contains(" Up "))
+        })
+    };
+    if wait_for("the route server's route", Duration::from_secs(40), || {
+        has_route(&a, ROUTE_RS)
+    })
+    .is_err()
+    {
+        fail("the route server's route did not reach tern's FIB");
+    }
+    if wait_for("multi-hop BFD up", Duration::from_secs(20), bfd_up).is_err() {
+        fail("BIRD's multi-hop BFD session with tern did not come Up");
+    }
+    let peers = tern_cli(&a, dir, &["peers", "203.0.113.2"]);
+    if !peers.contains("bfd           Up, multi-hop, peer Up") {
+        fail("`tern peers` does not show a multi-hop BFD session Up");
+    }
+    let check = || {
+        if !read(&dir.join("tern.log")).contains("Cease / BFD Down") {
+            fail("tern's log does not say BFD ended the session");
+        }
+    };
+    let cut = dir.join("cut.nft");
+    let detections = cut_three_times(&a, &p, &cut, "tbm_cut", ROUTE_RS, &check, &bfd_up)
+        .unwrap_or_else(|e| fail(&e));
+    eprintln!(
+        "bfd_lab: BIRD 2, multi-hop IPv4: route gone after the cut (100 ms × 3): {}",
+        ms(&detections)
+    );
 }
 
 /// tern's /metrics, from inside its namespace.
