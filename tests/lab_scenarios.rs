@@ -3,7 +3,8 @@
 //! BGP state. Full mesh with a BIRD, FRR or GoBGP top-of-rack router (dual stack and
 //! borrowed addresses with BIRD); a mixed mesh with a node running BIRD the way Calico's
 //! confd configures it; two tern route reflectors with six clients; a BIRD reflector with
-//! tern clients; a node failure (graceful restart, then withdrawal); a node without
+//! tern clients; a node failure (graceful restart, then withdrawal), and a silent one
+//! noticed by BFD; a node without
 //! layer-2 reachability, diagnosed. Each prints its timings and appends them to
 //! `target/tmp/lab-timings.txt` (test.sh prints that file at the end).
 //!
@@ -477,6 +478,61 @@ fn session_state(lab: &Lab, on: usize, of: usize) -> String {
     serde_json::from_str::<serde_json::Value>(&out)
         .map(|v| v["peers"][0]["state"].as_str().unwrap_or("").to_string())
         .unwrap_or_default()
+}
+
+/// The same silent failure as in `node_failure` step 2, with BFD at 100 ms × 3 between
+/// the nodes (`tern-lab up --bfd 100`): node-3's block leaves node-1's FIB in about
+/// three intervals, not a hold time; traffic to it stops being sent into the void.
+#[test]
+fn node_failure_with_bfd_is_noticed_in_a_third_of_a_second() {
+    let test = "node_failure_bfd";
+    const HOLD: u64 = 6;
+    let Some((lab, _tmp)) = up(test, "lsb-", 3, &[], |s| {
+        s.mesh_hold = Some(HOLD as u32);
+        s.bfd_ms = Some(100);
+    }) else {
+        return;
+    };
+    let bfd_up = || {
+        let addr = lab.node(3).map(|n| n.v4.clone()).unwrap_or_default();
+        let (_, out) = lab.tern_cli(1, &["peers", &addr, "-o", "json"]);
+        serde_json::from_str::<serde_json::Value>(&out)
+            .is_ok_and(|v| v["peers"][0]["bfd"]["state"] == "Up")
+    };
+    if wait_for(
+        "BFD up between node-1 and node-3",
+        Duration::from_secs(20),
+        bfd_up,
+    )
+    .is_err()
+    {
+        fail(
+            &lab,
+            "the BFD session between node-1 and node-3 did not come Up",
+        );
+    }
+    let t = Instant::now();
+    lab.exec_on_node(3, "ip", &["link", "set", "eth0", "down"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    while has_block(&lab, 1, 3) && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let gone = t.elapsed();
+    if has_block(&lab, 1, 3) {
+        fail(&lab, "node-3's block was never withdrawn");
+    }
+    // Three intervals after the last packet heard, plus polling and a loaded machine:
+    // far below the hold time either way.
+    assert!(
+        gone < Duration::from_secs(2),
+        "node-3's block left node-1 after {gone:?} with BFD at 100 ms x 3"
+    );
+    assert!(lab.tern_log(1).contains("Cease / BFD Down"));
+    record(&format!(
+        "{test}: node-3 silently gone (link down): node-1 withdrew its block after {} ms \
+         with BFD 100 ms x 3 (without BFD: the hold timer, {HOLD} s here, 90 s by default)",
+        gone.as_millis()
+    ));
 }
 
 #[test]

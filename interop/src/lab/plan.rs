@@ -139,6 +139,8 @@ pub struct LabSpec {
     pub communities: bool,
     /// Where the nodes read the cluster from.
     pub datastore: LabDatastore,
+    /// BFD between the tern nodes (`bfd:` in each tern.yaml) at this interval, × 3.
+    pub bfd_ms: Option<u32>,
 }
 
 /// The community the nodes put on their prefixes (with [`LabSpec::communities`]).
@@ -172,6 +174,7 @@ impl LabSpec {
             tor_ttl_security: false,
             communities: false,
             datastore: LabDatastore::File,
+            bfd_ms: None,
         }
     }
 
@@ -363,8 +366,11 @@ impl NodePlan {
                 super::kdd::SECRET_NAMESPACE
             ),
         };
+        let bfd = spec.bfd_ms.map_or_else(String::new, |ms| {
+            format!("bfd: {{enabled: true, interval: {ms}ms, multiplier: 3}}\n")
+        });
         format!(
-            "node: {}\ndatastore: {datastore}\ncontrol_socket: {}\nmetrics: 127.0.0.1:9477\nlog: info\n",
+            "node: {}\ndatastore: {datastore}\ncontrol_socket: {}\nmetrics: 127.0.0.1:9477\nlog: info\n{bfd}",
             self.name,
             self.socket().display()
         )

@@ -296,6 +296,7 @@ pub fn up(a: Up) -> ExitCode {
     spec.far_nodes = a.far_nodes;
     spec.restart_time = a.restart_time;
     spec.mesh_hold = a.mesh_hold;
+    spec.bfd_ms = a.bfd;
     if a.datastore == Store::Kubernetes {
         // A process of its own: the lab outlives this command.
         spec.datastore = lab::LabDatastore::Kubernetes {

@@ -81,6 +81,10 @@ struct Up {
     /// Hold time of the mesh sessions, seconds (keepalive: a third).
     #[arg(long)]
     mesh_hold: Option<u32>,
+    /// BFD between the tern nodes at this interval in milliseconds, × 3 (tern.yaml's
+    /// `bfd`): a silent node's routes go in about three intervals.
+    #[arg(long, value_name = "MS")]
+    bfd: Option<u32>,
     /// Where the nodes read the cluster: `file` (cluster.yaml) or `kubernetes` (the
     /// Kubernetes API server stand-in in the switch namespace, in KDD shapes).
     #[arg(long, value_enum, default_value_t = Store::File)]
