@@ -247,6 +247,27 @@ fn bfd_takes_a_silent_bird_peer_s_routes_out_within_a_second() {
             "`tern peers 198.51.100.12` should show a BFD session that never came Up:\n{c_peers}"
         ));
     }
+    // ... and `tern diagnose` says so once BGP has been up 10 s without it.
+    let c_silent = || {
+        tern_cli(&a_ns, dir, &["diagnose"])
+            .contains("[info] bfd-not-answering: global peer 198.51.100.12")
+    };
+    if wait_for(
+        "bfd-not-answering for node-c",
+        Duration::from_secs(20),
+        c_silent,
+    )
+    .is_err()
+    {
+        fail(&format!(
+            "no bfd-not-answering finding for node-c:\n{}",
+            tern_cli(&a_ns, dir, &["diagnose"])
+        ));
+    }
+    if tern_cli(&a_ns, dir, &["diagnose"]).contains("bfd-not-answering: global peer 198.51.100.11")
+    {
+        fail("node-b answers BFD, yet it is reported as not answering");
+    }
     let metrics = scrape(&a_ns);
     for want in [
         r#"tern_bfd_session_state{peer="198.51.100.11",state="Up"} 1"#,

@@ -58,12 +58,15 @@ pub enum FindingKind {
     /// The NEXT_HOP announced to an eBGP peer is not on a network that peer shares
     /// with this node, so the peer cannot use the routes.
     EbgpNextHopUnreachable,
+    /// BFD is on, the BGP session is up, but the peer has never answered BFD: the
+    /// session runs without it (RFC 5882 §4.2).
+    BfdNotAnswering,
 }
 
 impl FindingKind {
     /// Every kind, in the order the docs list them (metrics export each, 0 when
     /// absent).
-    pub const ALL: [FindingKind; 15] = [
+    pub const ALL: [FindingKind; 16] = [
         FindingKind::PeerNotAnswering,
         FindingKind::ConnectionRefused,
         FindingKind::Notification,
@@ -79,6 +82,7 @@ impl FindingKind {
         FindingKind::EbgpNextHopUnreachable,
         FindingKind::ForwardingDisabled,
         FindingKind::RouteRefused,
+        FindingKind::BfdNotAnswering,
     ];
 
     /// The kind's name as the CLI, the JSON and the metrics show it (kebab-case).
@@ -99,6 +103,7 @@ impl FindingKind {
             FindingKind::InterfaceDown => "interface-down",
             FindingKind::ForwardingDisabled => "forwarding-disabled",
             FindingKind::EbgpNextHopUnreachable => "ebgp-next-hop-unreachable",
+            FindingKind::BfdNotAnswering => "bfd-not-answering",
         }
     }
 }
@@ -374,6 +379,24 @@ pub fn unsupported(peers: &[(String, String)]) -> Vec<Finding> {
             evidence: format!("the session is refused: {why}"),
             suggestion: "run this node on Linux, or remove the peer's password / ttlSecurity on both sides (the session then runs without that protection)".into(),
             severity: Severity::Error,
+        })
+        .collect()
+}
+
+/// Peers (their subjects, with how long their BGP session has been up) that never
+/// answered BFD: information, since BGP runs without it, but a silent failure of such
+/// a peer is noticed only by the hold timer.
+pub fn bfd_not_answering(peers: &[(String, u64)]) -> Vec<Finding> {
+    peers
+        .iter()
+        .map(|(peer, up_s)| Finding {
+            kind: FindingKind::BfdNotAnswering,
+            subject: peer.clone(),
+            evidence: format!(
+                "the BGP session has been Established for {up_s} s, but the peer has not answered BFD (its BFD session is Down): a silent failure of this peer is noticed only by the hold timer"
+            ),
+            suggestion: "turn BFD on for this session at the peer (BIRD: `bfd on` in the bgp protocol and a `protocol bfd`; FRR: `neighbor ADDR bfd`), or leave it: BGP runs without BFD".into(),
+            severity: Severity::Info,
         })
         .collect()
 }

@@ -77,6 +77,7 @@ async fn evaluate(h: &DaemonHandler, md5: &mut Md5Watch) -> Result<Vec<FindingIn
         findings.extend(unsupported_findings(&s));
         findings.extend(super::troubles::findings(&s));
         findings.extend(forwarding_findings(&s));
+        findings.extend(bfd_findings(&s));
         datastore_finding(&s)
     };
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
@@ -141,6 +142,29 @@ fn datastore_finding(s: &State) -> Option<FindingInfo> {
         suggestion: "the configuration in force stays (routes and sessions are kept), but no change in the cluster reaches this node until the datastore is readable: fix what the evidence names".into(),
         severity: "warning".into(),
     })
+}
+
+/// How long a BGP session may be up before a peer silent in BFD is reported: BFD
+/// sends a packet a second until it is Up, so a peer that answers is Up well before.
+const BFD_GRACE_S: u64 = 10;
+
+/// Established peers that have not answered BFD for [`BFD_GRACE_S`] seconds.
+fn bfd_findings(s: &State) -> Vec<Finding> {
+    let Some(views) = s.bfd.as_ref().and_then(|v| v.lock().ok()) else {
+        return Vec::new();
+    };
+    let silent: Vec<(String, u64)> = s
+        .peers
+        .values()
+        .filter(|p| p.up)
+        .filter_map(|p| {
+            let up_s = p.since.elapsed().map(|d| d.as_secs()).unwrap_or(0);
+            let v = views.get(&p.intent.address)?;
+            (up_s >= BFD_GRACE_S && !v.was_up && v.state != tern_bfd::State::Up)
+                .then(|| (super::state::peer_subject(&p.intent), up_s))
+        })
+        .collect();
+    diag::bfd_not_answering(&silent)
 }
 
 /// Peers whose password or ttlSecurity this platform cannot honour (Windows): the
