@@ -6,7 +6,7 @@
 //!   peers` and the metrics show the sessions.
 //! - FRR's bfdd, IPv6, single hop, beside FRR's bgpd.
 //! - BIRD 2 as a route server two hops away (BGPPeer `reachableBy`): multi-hop BFD
-//!   (RFC 5883, port 4784).
+//!   (RFC 5883, port 4784), at 200 ms for global peers by a `bfd.peers` override.
 //!
 //! In each, the peer is cut off silently three times (nftables drops everything to and
 //! from tern at the peer, both ways, no TCP reset): its route must leave tern's kernel
@@ -89,15 +89,16 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-/// Writes tern's files in `dir` (the cluster, tern.yaml with BFD at 100 ms × 3) and
-/// starts it in `ns`.
-fn start_tern(ns: &Netns, dir: &Path, cluster: &str) -> Daemon {
+/// Writes tern's files in `dir` (the cluster, tern.yaml with BFD at 100 ms × 3 and
+/// `overrides` as its `peers:` list) and starts it in `ns`.
+fn start_tern(ns: &Netns, dir: &Path, cluster: &str, overrides: &str) -> Daemon {
     std::fs::write(dir.join("cluster.yaml"), cluster).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
         dir.join("tern.yaml"),
         format!(
             "node: node-a\ndatastore: {{type: file, path: cluster.yaml}}\ncontrol_socket: {}\n\
-             log: info\nmetrics: 127.0.0.1:9477\nbfd: {{enabled: true, interval: 100ms, multiplier: 3}}\n",
+             log: info\nmetrics: 127.0.0.1:9477\n\
+             bfd: {{enabled: true, interval: 100ms, multiplier: 3, peers: [{overrides}]}}\n",
             dir.join("tern.sock").display()
         ),
     )
@@ -198,7 +199,7 @@ fn bfd_takes_a_silent_bird_peer_s_routes_out_within_a_second() {
         Peer::start(Kind::Bird, &b_ns, &dir.join("b"), BIRD_B).unwrap_or_else(|e| panic!("{e}"));
     let c =
         Peer::start(Kind::Bird, &c_ns, &dir.join("c"), BIRD_C).unwrap_or_else(|e| panic!("{e}"));
-    let _tern = start_tern(&a_ns, dir, CLUSTER);
+    let _tern = start_tern(&a_ns, dir, CLUSTER, "");
 
     let fail = |what: &str| -> ! {
         panic!(
@@ -237,6 +238,12 @@ fn bfd_takes_a_silent_bird_peer_s_routes_out_within_a_second() {
     };
     if wait_for("BFD Up in tern peers", Duration::from_secs(10), up_in_peers).is_err() {
         fail("`tern peers 198.51.100.11` does not show the BFD session Up");
+    }
+    let status = tern_cli(&a_ns, dir, &["status"]);
+    if !status.contains("Established, BFD Up") || !status.contains("Established, BFD Down") {
+        fail(&format!(
+            "`tern status` does not show BFD beside BGP:\n{status}"
+        ));
     }
     // node-c does not answer: its BFD session stays Down, and BGP does not care.
     let c_peers = tern_cli(&a_ns, dir, &["peers", "198.51.100.12"]);
@@ -390,7 +397,7 @@ fn bfd_takes_a_silent_frr_peer_s_ipv6_routes_out_within_a_second() {
     let frr_dir = dir.join("d");
     let d = Peer::start(Kind::Frr, &d_ns, &frr_dir, FRR_BGPD).unwrap_or_else(|e| panic!("{e}"));
     let _bfdd = start_bfdd(&d_ns, &frr_dir);
-    let _tern = start_tern(&a_ns, dir, CLUSTER_V6);
+    let _tern = start_tern(&a_ns, dir, CLUSTER_V6, "");
 
     let fail = |what: &str| -> ! {
         panic!(
@@ -542,7 +549,12 @@ fn multihop_bfd_with_a_route_server_behind_a_router() {
     std::fs::write(dir.join("cut.nft"), CUT_MULTIHOP).unwrap_or_else(|e| panic!("{e}"));
     let bird = Peer::start(Kind::Bird, &p, &dir.join("p"), BIRD_MULTIHOP)
         .unwrap_or_else(|e| panic!("{e}"));
-    let _tern = start_tern(&a, dir, CLUSTER_MULTIHOP);
+    let _tern = start_tern(
+        &a,
+        dir,
+        CLUSTER_MULTIHOP,
+        "{type: global, interval: 200ms}, {address: 203.0.113.99, enabled: false}",
+    );
     let fail = |what: &str| -> ! {
         panic!(
             "{what}\nBIRD BFD:\n{}\nBIRD:\n{}\ntern peers:\n{}\ntern log:\n{}",
@@ -570,8 +582,10 @@ fn multihop_bfd_with_a_route_server_behind_a_router() {
         fail("BIRD's multi-hop BFD session with tern did not come Up");
     }
     let peers = tern_cli(&a, dir, &["peers", "203.0.113.2"]);
-    if !peers.contains("bfd           Up, multi-hop, peer Up") {
-        fail("`tern peers` does not show a multi-hop BFD session Up");
+    // tern.yaml asks 200 ms for global peers: the slower end sets the detection time.
+    if !peers.contains("bfd           Up, multi-hop, peer Up; detection 600 ms, sent every 200 ms")
+    {
+        fail("`tern peers` does not show a multi-hop BFD session Up at 200 ms × 3");
     }
     let check = || {
         if !read(&dir.join("tern.log")).contains("Cease / BFD Down") {
@@ -582,7 +596,7 @@ fn multihop_bfd_with_a_route_server_behind_a_router() {
     let detections = cut_three_times(&a, &p, &cut, "tbm_cut", ROUTE_RS, &check, &bfd_up)
         .unwrap_or_else(|e| fail(&e));
     eprintln!(
-        "bfd_lab: BIRD 2, multi-hop IPv4: route gone after the cut (100 ms × 3): {}",
+        "bfd_lab: BIRD 2, multi-hop IPv4: route gone after the cut (200 ms × 3 by a per-type override): {}",
         ms(&detections)
     );
 }

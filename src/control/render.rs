@@ -200,10 +200,14 @@ fn status_at(r: &StatusReply, now: SystemTime) -> String {
             let up = p.state == "Established";
             // BIRD's info column: the BGP state, and for a session that is down the
             // reason it last failed.
-            let info = match (&p.last_error, up) {
+            let mut info = match (&p.last_error, up) {
                 (Some(e), false) if !e.is_empty() => format!("{} {e}", p.state),
                 _ => p.state.clone(),
             };
+            // With BFD on, its state beside BGP's (`none` until BGP is Established).
+            if let Some(b) = p.bfd.as_ref().filter(|b| up && b.state != "none") {
+                info = format!("{info}, BFD {}", b.state);
+            }
             rows.push(vec![
                 p.address.clone(),
                 p.kind.clone(),

@@ -22,13 +22,13 @@ pub struct Bfd {
     commands: mpsc::Sender<Command>,
     /// Its sessions, for `tern peers` and the metrics.
     pub views: Views,
-    cfg: Config,
+    cfg: BfdConfig,
 }
 
 /// Starts the driver on its own thread, or nothing when BFD is off; its state changes
 /// come on the receiver.
 pub fn start(cfg: &BfdConfig) -> Result<Option<(Bfd, mpsc::Receiver<Event>)>, String> {
-    if !cfg.enabled {
+    if !cfg.any_enabled() {
         return Ok(None);
     }
     let (commands, rx) = mpsc::channel(1024);
@@ -48,32 +48,40 @@ pub fn start(cfg: &BfdConfig) -> Result<Option<(Bfd, mpsc::Receiver<Event>)>, St
         })
         .map_err(|e| format!("BFD: cannot start its thread: {e}"))?;
     tracing::info!(
-        "BFD on: {:?} × {}, detection in {:?}",
+        "BFD on: {:?} × {}, detection in {:?}{}",
         cfg.interval,
         cfg.multiplier,
-        cfg.detection_time()
+        cfg.detection_time(),
+        match cfg.overrides.len() {
+            0 => String::new(),
+            n => format!(" ({n} overrides for some peers)"),
+        }
     );
     let bfd = Bfd {
         commands,
         views,
-        cfg: Config {
-            desired_min_tx: cfg.interval,
-            required_min_rx: cfg.interval,
-            detect_mult: cfg.multiplier,
-        },
+        cfg: cfg.clone(),
     };
     Ok(Some((bfd, events)))
 }
 
 impl Bfd {
-    /// A BGP session came up: BFD with that peer starts. A peer reached through a
-    /// gateway (`reachableBy`, ttlSecurity above 1) gets a multi-hop session.
+    /// A BGP session came up: BFD with that peer starts, unless tern.yaml turns it off
+    /// for it. A peer reached through a gateway (`reachableBy`, ttlSecurity above 1)
+    /// gets a multi-hop session.
     pub fn peer_up(&self, peer: IpAddr, intent: Option<&PeerIntent>) {
-        let multihop = intent
-            .is_some_and(|p| p.reachable_by.is_some() || p.ttl_security.is_some_and(|t| t > 1));
+        let Some(intent) = intent else { return };
+        let Some((interval, multiplier)) = self.cfg.for_peer(peer, intent.kind) else {
+            return;
+        };
+        let multihop = intent.reachable_by.is_some() || intent.ttl_security.is_some_and(|t| t > 1);
         let cmd = Command::Add {
             peer,
-            cfg: self.cfg,
+            cfg: Config {
+                desired_min_tx: interval,
+                required_min_rx: interval,
+                detect_mult: multiplier,
+            },
             multihop,
         };
         if self.commands.try_send(cmd).is_err() {

@@ -280,6 +280,7 @@ fn bfd_is_off_by_default_and_read_when_given() {
             enabled: true,
             interval: std::time::Duration::from_millis(100),
             multiplier: 4,
+            overrides: Vec::new(),
         }
     );
     assert_eq!(
@@ -301,5 +302,73 @@ fn bfd_mistakes_name_the_field() {
     ] {
         let e = error(&format!("{base}bfd: {bfd}\n"));
         assert!(e.contains(field) && e.contains(words), "{bfd}: {e}");
+    }
+}
+
+#[test]
+fn bfd_overrides_by_address_or_type_first_match_wins() {
+    use crate::intent::PeerKind;
+    use std::time::Duration;
+    let text = "node: n\ndatastore: {type: file, path: c.yaml}\nbfd:\n  enabled: true\n  interval: 100ms\n  peers:\n    - {address: 198.51.100.7, enabled: false}\n    - {type: global, interval: 300ms, multiplier: 5}\n    - {type: mesh, multiplier: 4}\n";
+    let (c, _) = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let ip = |s: &str| {
+        s.parse::<std::net::IpAddr>()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let b = &c.bfd;
+    // The address override comes first: off, whatever its type.
+    assert_eq!(b.for_peer(ip("198.51.100.7"), PeerKind::Global), None);
+    assert_eq!(
+        b.for_peer(ip("198.51.100.8"), PeerKind::Global),
+        Some((Duration::from_millis(300), 5))
+    );
+    assert_eq!(
+        b.for_peer(ip("198.51.100.9"), PeerKind::Mesh),
+        Some((Duration::from_millis(100), 4))
+    );
+    assert_eq!(
+        b.for_peer(ip("198.51.100.9"), PeerKind::NodeSpecific),
+        Some((Duration::from_millis(100), 3))
+    );
+    // Off by default, on for one type: the driver runs, only for those.
+    let text = "node: n\ndatastore: {type: file, path: c.yaml}\nbfd: {peers: [{type: global, enabled: true}]}\n";
+    let (c, _) = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.bfd.any_enabled());
+    assert!(c.bfd.for_peer(ip("198.51.100.9"), PeerKind::Mesh).is_none());
+    assert!(c
+        .bfd
+        .for_peer(ip("198.51.100.9"), PeerKind::Global)
+        .is_some());
+}
+
+#[test]
+fn bfd_override_mistakes_name_the_entry() {
+    let base = "node: n\ndatastore: {type: file, path: c.yaml}\n";
+    for (peers, field, words) in [
+        ("[{type: tor}]", "bfd.peers[0].type", "not a peer type"),
+        (
+            "[{address: nowhere}]",
+            "bfd.peers[0].address",
+            "not an IP address",
+        ),
+        (
+            "[{type: mesh}, {address: 198.51.100.1, type: mesh}]",
+            "bfd.peers[1]",
+            "exactly one of",
+        ),
+        ("[{enabled: false}]", "bfd.peers[0]", "exactly one of"),
+        (
+            "[{type: mesh, interval: 1ms}]",
+            "bfd.peers[0].interval",
+            "outside 10ms..60s",
+        ),
+        (
+            "[{type: mesh, multiplier: 0}]",
+            "bfd.peers[0].multiplier",
+            "outside 1..255",
+        ),
+    ] {
+        let e = error(&format!("{base}bfd: {{enabled: true, peers: {peers}}}\n"));
+        assert!(e.contains(field) && e.contains(words), "{peers}: {e}");
     }
 }
