@@ -3,7 +3,8 @@
 //!
 //! - BIRD 2, IPv4, single hop: node-b runs `protocol bfd` with `bfd on`; node-c has no
 //!   BFD at all and keeps its session and route throughout (RFC 5882 §4.2). `tern
-//!   peers` and the metrics show the sessions.
+//!   peers` and the metrics show the sessions. Last, node-b's BIRD is killed: its
+//!   graceful restart keeps its route, which BFD must not flush early.
 //! - FRR's bfdd, IPv6, single hop, beside FRR's bgpd.
 //! - BIRD 2 as a route server two hops away (BGPPeer `reachableBy`): multi-hop BFD
 //!   (RFC 5883, port 4784), at 200 ms for global peers by a `bfd.peers` override.
@@ -36,6 +37,7 @@ protocol bfd { interface "eth0" { interval 100 ms; multiplier 3; }; }
 protocol static { ipv4; route 198.18.5.0/26 blackhole; }
 protocol bgp tern { local 198.51.100.11 as 65001; neighbor 198.51.100.10 as 64512; bfd on;
   hold time 9; keepalive time 3; connect retry time 1; error wait time 1,4;
+  graceful restart on;
   ipv4 { import none; export all; }; }
 "#;
 
@@ -315,6 +317,33 @@ fn bfd_takes_a_silent_bird_peer_s_routes_out_within_a_second() {
         "bfd_lab: BIRD 2, IPv4: route gone after the cut (100 ms × 3, hold time 9 s): {}\n{peers}",
         ms(&detections)
     );
+
+    // BIRD's control plane dies (kill -9: its kernel closes the connection at once)
+    // and its BFD with it: graceful restart keeps its route; BFD does not flush it,
+    // since the BGP session went down first and took the BFD session with it.
+    // By its PID, as a crash would (the guard still owns it and reaps it).
+    if let Some(pid) = b.pid().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let kept = |l: &str| l.contains("graceful restart: keeping its routes");
+    if wait_for("the restart seen", Duration::from_secs(10), || {
+        kept(&read(&dir.join("tern.log")))
+    })
+    .is_err()
+    {
+        fail("tern did not keep node-b's routes for its graceful restart after BIRD died");
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    if !has_route(&a_ns, ROUTE_B) {
+        fail(&format!(
+            "node-b's route left the FIB during its graceful restart: BFD flushed it early\n{}\n{}",
+            tern_cli(&a_ns, dir, &["routes", "--all"]),
+            tern_cli(&a_ns, dir, &["fib"])
+        ));
+    }
 }
 
 /// FRR's bgpd, its session over IPv6.

@@ -384,7 +384,13 @@ impl Speaker {
                     },
                     at: Some(now + Duration::from_secs(u64::from(restart_time))),
                 });
-                format!("{text}; graceful restart: keeping its routes for up to {restart_time} s")
+                if families.is_empty() {
+                    // BIRD's default (`graceful restart aware`): a capability with no
+                    // family, so nothing is kept (RFC 4724 §3).
+                    format!("{text}; its graceful restart capability lists no family: no route kept")
+                } else {
+                    format!("{text}; graceful restart: keeping its routes for up to {restart_time} s")
+                }
             }
             Down::StillRestarting => format!("{text}; still in graceful restart"),
             Down::Ended => {
