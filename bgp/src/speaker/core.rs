@@ -387,9 +387,13 @@ impl Speaker {
                 if families.is_empty() {
                     // BIRD's default (`graceful restart aware`): a capability with no
                     // family, so nothing is kept (RFC 4724 §3).
-                    format!("{text}; its graceful restart capability lists no family: no route kept")
+                    format!(
+                        "{text}; its graceful restart capability lists no family: no route kept"
+                    )
                 } else {
-                    format!("{text}; graceful restart: keeping its routes for up to {restart_time} s")
+                    format!(
+                        "{text}; graceful restart: keeping its routes for up to {restart_time} s"
+                    )
                 }
             }
             Down::StillRestarting => format!("{text}; still in graceful restart"),
