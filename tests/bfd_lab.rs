@@ -165,6 +165,21 @@ fn cut_three_times(
     Ok(detections)
 }
 
+/// Waits for `prefix` in tern's FIB (in `tern`), then for the peer's BFD session Up.
+fn wait_ready(tern: &Netns, prefix: &str, bfd_up: &dyn Fn() -> bool) -> Result<(), String> {
+    if wait_for("the route in tern's FIB", Duration::from_secs(40), || {
+        has_route(tern, prefix)
+    })
+    .is_err()
+    {
+        return Err(format!("{prefix} did not reach tern's FIB"));
+    }
+    if wait_for("BFD up at the peer", Duration::from_secs(20), bfd_up).is_err() {
+        return Err("the peer's BFD session with tern did not come Up".into());
+    }
+    Ok(())
+}
+
 fn ms(d: &[Duration]) -> String {
     d.iter()
         .map(|d| format!("{} ms", d.as_millis()))
@@ -425,7 +440,8 @@ fn bfd_takes_a_silent_frr_peer_s_ipv6_routes_out_within_a_second() {
     std::fs::write(dir.join("cut.nft"), CUT_V6).unwrap_or_else(|e| panic!("{e}"));
     let frr_dir = dir.join("d");
     let d = Peer::start(Kind::Frr, &d_ns, &frr_dir, FRR_BGPD).unwrap_or_else(|e| panic!("{e}"));
-    let _bfdd = start_bfdd(&d_ns, &frr_dir);
+    let _bfdd = tern_interop::peers::start_bfdd(&d_ns, &frr_dir, FRR_BFDD)
+        .unwrap_or_else(|e| panic!("{e}"));
     let _tern = start_tern(&a_ns, dir, CLUSTER_V6, "");
 
     let fail = |what: &str| -> ! {
@@ -444,16 +460,7 @@ fn bfd_takes_a_silent_frr_peer_s_ipv6_routes_out_within_a_second() {
                 .any(|l| l.contains("2001:db8:bf::10") && l.contains("up"))
         })
     };
-    if wait_for("FRR's route in tern's FIB", Duration::from_secs(40), || {
-        has_route(&a_ns, ROUTE_FRR)
-    })
-    .is_err()
-    {
-        fail("FRR's IPv6 route did not reach tern's FIB");
-    }
-    if wait_for("BFD up at FRR", Duration::from_secs(20), bfd_up).is_err() {
-        fail("FRR's bfdd did not bring its session with tern up");
-    }
+    wait_ready(&a_ns, ROUTE_FRR, &bfd_up).unwrap_or_else(|e| fail(&e));
     let peers = tern_cli(&a_ns, dir, &["peers", "2001:db8:bf::13"]);
     if !peers.contains("bfd           Up, single hop, peer Up; detection 300 ms") {
         fail(&format!(
@@ -472,42 +479,6 @@ fn bfd_takes_a_silent_frr_peer_s_ipv6_routes_out_within_a_second() {
         "bfd_lab: FRR bfdd, IPv6: route gone after the cut (100 ms × 3, hold time 9 s): {}",
         ms(&detections)
     );
-}
-
-/// FRR's bfdd in `ns`, its files beside bgpd's in `dir/frr`; pointed at a zebra socket
-/// that does not exist, so it never reaches a zebra outside the test.
-fn start_bfdd(ns: &Netns, dir: &Path) -> Daemon {
-    let frr = dir.join("frr");
-    std::fs::write(frr.join("bfdd.conf"), FRR_BFDD).unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::process::Command::new("chown")
-        .args(["-R", "frr:frr"])
-        .arg(&frr)
-        .status();
-    let p = |f: &str| frr.join(f).to_string_lossy().into_owned();
-    let mut c = ns.command("/usr/lib/frr/bfdd");
-    c.args([
-        "-f",
-        &p("bfdd.conf"),
-        "-i",
-        &p("bfdd.pid"),
-        "--vty_socket",
-        &p(""),
-        "-z",
-        &p("zserv.api"),
-        "-u",
-        "frr",
-        "-g",
-        "frr",
-    ]);
-    let d = Daemon::spawn("bfdd", c, &dir.join("bfdd.log")).unwrap_or_else(|e| panic!("{e}"));
-    let ready = || {
-        tern_interop::peers::cli_at(Kind::Frr, dir, &["show bfd peers"])
-            .is_ok_and(|s| s.contains("2001:db8:bf::10"))
-    };
-    if wait_for("bfdd to answer", Duration::from_secs(20), ready).is_err() {
-        panic!("bfdd did not start:\n{}", read(&dir.join("bfdd.log")));
-    }
-    d
 }
 
 /// A route server two hops away (RFC 5883): BIRD at 203.0.113.2 behind a router.
@@ -600,16 +571,7 @@ fn multihop_bfd_with_a_route_server_behind_a_router() {
                 .any(|l| l.contains("198.51.100.10") && l.contains(" Up "))
         })
     };
-    if wait_for("the route server's route", Duration::from_secs(40), || {
-        has_route(&a, ROUTE_RS)
-    })
-    .is_err()
-    {
-        fail("the route server's route did not reach tern's FIB");
-    }
-    if wait_for("multi-hop BFD up", Duration::from_secs(20), bfd_up).is_err() {
-        fail("BIRD's multi-hop BFD session with tern did not come Up");
-    }
+    wait_ready(&a, ROUTE_RS, &bfd_up).unwrap_or_else(|e| fail(&e));
     let peers = tern_cli(&a, dir, &["peers", "203.0.113.2"]);
     // tern.yaml asks 200 ms for global peers: the slower end sets the detection time.
     if !peers.contains("bfd           Up, multi-hop, peer Up; detection 600 ms, sent every 200 ms")

@@ -105,34 +105,7 @@ fn bfd_cost_of_1000_sessions_against_frr_bfdd() {
         ns.ip(&["-6", "-batch", &dir.join(name).to_string_lossy()])
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let frr = dir.join("frr");
-    std::fs::create_dir_all(&frr).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(frr.join("bfdd.conf"), conf).unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::process::Command::new("chown")
-        .args(["-R", "frr:frr"])
-        .arg(&frr)
-        .status();
-    let _ = std::process::Command::new("chmod")
-        .arg("755")
-        .arg(dir)
-        .status();
-    let p = |f: &str| frr.join(f).to_string_lossy().into_owned();
-    let mut c = b_ns.command("/usr/lib/frr/bfdd");
-    c.args([
-        "-f",
-        &p("bfdd.conf"),
-        "-i",
-        &p("bfdd.pid"),
-        "--vty_socket",
-        &p(""),
-        "-z",
-        &p("zserv.api"),
-        "-u",
-        "frr",
-        "-g",
-        "frr",
-    ]);
-    let bfdd = Daemon::spawn("bfdd", c, &dir.join("bfdd.log")).unwrap_or_else(|e| panic!("{e}"));
+    let bfdd = tern_interop::peers::start_bfdd(&b_ns, dir, &conf).unwrap_or_else(|e| panic!("{e}"));
     let bfdd_pid = bfdd.pid().unwrap_or(0);
 
     let figures = a_ns

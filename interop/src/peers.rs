@@ -262,3 +262,37 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> 
         stderr: format!("not reached in {timeout:?}"),
     })
 }
+
+/// Starts FRR's bfdd alone in `ns` with `config` (bfdd.conf text: `bfd` with `peer`
+/// entries), its files in `dir/frr` beside a bgpd's of [`Peer::start`] (so `vtysh`
+/// through [`cli_at`] reaches both), its log in `dir/bfdd.log`. Its zebra socket is
+/// a path in `dir` where nothing listens, so it never reaches a zebra outside the
+/// test. Returns once its CLI answers.
+pub fn start_bfdd(ns: &Netns, dir: &Path, config: &str) -> Result<Daemon> {
+    let io = |what: &str, source: std::io::Error| Error::Spawn {
+        command: format!("{what} in {}", dir.display()),
+        source,
+    };
+    let frr = dir.join("frr");
+    std::fs::create_dir_all(&frr).map_err(|e| io("mkdir frr", e))?;
+    std::fs::write(frr.join("bfdd.conf"), config).map_err(|e| io("write bfdd.conf", e))?;
+    // bfdd drops privileges to frr: it must read its config and write its run dir.
+    run("chown", &["-R", "frr:frr", &frr.to_string_lossy()])?;
+    run("chmod", &["755", &dir.to_string_lossy()])?;
+    let p = |f: &str| frr.join(f).to_string_lossy().into_owned();
+    let mut c = ns.command("/usr/lib/frr/bfdd");
+    c.args([
+        "-f",
+        &p("bfdd.conf"),
+        "-i",
+        &p("bfdd.pid"),
+        "--vty_socket",
+        &p(""),
+    ]);
+    c.args(["-z", &p("zserv.api"), "-u", "frr", "-g", "frr"]);
+    let d = Daemon::spawn("bfdd", c, &dir.join("bfdd.log"))?;
+    wait_for("bfdd to answer", Duration::from_secs(20), || {
+        cli_at(Kind::Frr, dir, &["show bfd peers brief"]).is_ok()
+    })?;
+    Ok(d)
+}
