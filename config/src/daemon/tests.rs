@@ -265,6 +265,7 @@ fn bird_sockets_are_off_by_default_and_checked() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn bfd_is_off_by_default_and_read_when_given() {
     let base = "node: n\ndatastore: {type: file, path: c.yaml}\n";
     let (c, _) = parse(base).unwrap_or_else(|e| panic!("{e}"));
@@ -306,6 +307,7 @@ fn bfd_mistakes_name_the_field() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn bfd_overrides_by_address_or_type_first_match_wins() {
     use crate::intent::PeerKind;
     use std::time::Duration;
@@ -370,5 +372,28 @@ fn bfd_override_mistakes_name_the_entry() {
     ] {
         let e = error(&format!("{base}bfd: {{enabled: true, peers: {peers}}}\n"));
         assert!(e.contains(field) && e.contains(words), "{peers}: {e}");
+    }
+}
+
+#[test]
+fn bfd_off_everywhere_and_refused_outside_linux() {
+    let base = "node: n\ndatastore: {type: file, path: c.yaml}\n";
+    let (c, _) = parse(base).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.bfd, BfdConfig::default());
+    assert!(!c.bfd.any_enabled());
+    for on in [
+        "bfd: {enabled: true}",
+        "bfd: {peers: [{type: global, enabled: true}]}",
+    ] {
+        let r = parse(&format!("{base}{on}\n"));
+        if cfg!(target_os = "linux") {
+            assert!(r.is_ok_and(|(c, _)| c.bfd.any_enabled()), "{on}");
+        } else {
+            let e = r.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                e.contains("bfd.enabled") && e.contains("Linux only"),
+                "{on}: {e}"
+            );
+        }
     }
 }
