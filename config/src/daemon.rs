@@ -287,28 +287,7 @@ impl DaemonConfig {
         let metrics = checks::metrics(raw.metrics, file, &mut warnings)?;
         let fib = checks::fib(raw.fib, file, &mut warnings)?;
 
-        let log = raw.log.unwrap_or_else(|| "info".into());
-        let levels = ["trace", "debug", "info", "warn", "error", "off"];
-        if !log.contains('=') && !levels.contains(&log.as_str()) {
-            return Err(err(
-                "log",
-                format!(
-                    "{log:?} is not a level ({}) or a filter such as tern=debug",
-                    levels.join(", ")
-                ),
-            ));
-        }
-
-        let log_format = match raw.log_format.as_deref() {
-            None | Some("text") => LogFormat::Text,
-            Some("json") => LogFormat::Json,
-            Some(other) => {
-                return Err(err(
-                    "log_format",
-                    format!("{other:?} is not a log format (text, json)"),
-                ))
-            }
-        };
+        let (log, log_format) = checks::log(raw.log, raw.log_format, file)?;
 
         let control_socket = raw.control_socket.unwrap_or_else(default_control_socket);
         let (bird_socket, bird6_socket) =

@@ -20,21 +20,24 @@ use tokio::sync::{mpsc, oneshot};
 /// The running driver.
 pub struct Bfd {
     commands: mpsc::Sender<Command>,
-    /// Its sessions, for `tern peers` and the metrics.
-    pub views: Views,
     cfg: BfdConfig,
 }
 
 /// Starts the driver on its own thread, or nothing when BFD is off; its state changes
-/// come on the receiver.
-pub fn start(cfg: &BfdConfig) -> Result<Option<(Bfd, mpsc::Receiver<Event>)>, String> {
+/// come on the receiver, and its sessions' views go into the daemon's `state`.
+pub fn start(
+    cfg: &BfdConfig,
+    state: &std::sync::Mutex<super::state::State>,
+) -> Result<Option<(Bfd, mpsc::Receiver<Event>)>, String> {
     if !cfg.any_enabled() {
         return Ok(None);
     }
     let (commands, rx) = mpsc::channel(1024);
     let (tx, events) = mpsc::channel(1024);
-    let views = Views::default();
-    let v = views.clone();
+    let v = Views::default();
+    if let Ok(mut s) = state.lock() {
+        s.bfd = Some(v.clone());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -59,7 +62,6 @@ pub fn start(cfg: &BfdConfig) -> Result<Option<(Bfd, mpsc::Receiver<Event>)>, St
     );
     let bfd = Bfd {
         commands,
-        views,
         cfg: cfg.clone(),
     };
     Ok(Some((bfd, events)))

@@ -122,35 +122,10 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
     tokio::spawn(diagnoser::run(Arc::clone(&handler)));
     tokio::spawn(server.run(handler));
 
-    // Workload routes (Linux): borrowed addresses seen in the kernel; the watcher
-    // also tells the FIB task what the kernel did behind its back.
-    let (wtx, workload_rx) = mpsc::channel::<BTreeMap<IpNet, String>>(8);
-    #[cfg(target_os = "linux")]
-    tokio::spawn(super::workloads::run(
-        cfg.fib.table,
-        cfg.fib.enabled.then_some(cfg.fib.route_protocol),
-        news,
-        wtx,
-    ));
-    #[cfg(not(target_os = "linux"))]
-    drop((wtx, news));
-
-    // Felix's endpoint status files: the workloads that are this node's BGP peers
-    // (`localWorkloadSelector`). A channel of their own: the store's closing means the
-    // store stopped.
-    let (ltx, local_rx) = mpsc::channel::<Vec<LocalWorkload>>(4);
-    tokio::spawn(tern_config::datastore::endpoint_status::run(
-        cfg.endpoint_status_dir.clone(),
-        tern_config::datastore::endpoint_status::POLL,
-        ltx,
-    ));
+    let (workload_rx, local_rx) = spawn_watchers(&cfg, news);
 
     #[cfg(target_os = "linux")]
-    let (bfd, bfd_events) = super::bfd::start(&cfg.bfd)?.unzip();
-    #[cfg(target_os = "linux")]
-    if let (Some(b), Ok(mut s)) = (&bfd, state.lock()) {
-        s.bfd = Some(b.views.clone());
-    }
+    let (bfd, bfd_events) = super::bfd::start(&cfg.bfd, &state)?.unzip();
     #[cfg(not(target_os = "linux"))]
     let bfd_events = None;
 
@@ -178,6 +153,37 @@ pub async fn daemon(cfg: DaemonConfig, stop: Arc<Notify>) -> Result<(), String> 
     };
     d.run((store, local_rx), workload_rx, bfd_events, reload, stop)
         .await
+}
+
+/// The watchers that feed the main loop besides the datastore: workload routes seen
+/// in the kernel (Linux; the watcher also tells the FIB task what the kernel did
+/// behind its back), and Felix's endpoint status files, the workloads that are this
+/// node's BGP peers (`localWorkloadSelector`). Each has a channel of its own: the
+/// store's closing means the store stopped.
+fn spawn_watchers(
+    cfg: &DaemonConfig,
+    news: Arc<tern_fib::task::KernelNews>,
+) -> (
+    mpsc::Receiver<BTreeMap<IpNet, String>>,
+    mpsc::Receiver<Vec<LocalWorkload>>,
+) {
+    let (wtx, workload_rx) = mpsc::channel::<BTreeMap<IpNet, String>>(8);
+    #[cfg(target_os = "linux")]
+    tokio::spawn(super::workloads::run(
+        cfg.fib.table,
+        cfg.fib.enabled.then_some(cfg.fib.route_protocol),
+        news,
+        wtx,
+    ));
+    #[cfg(not(target_os = "linux"))]
+    drop((wtx, news));
+    let (ltx, local_rx) = mpsc::channel::<Vec<LocalWorkload>>(4);
+    tokio::spawn(tern_config::datastore::endpoint_status::run(
+        cfg.endpoint_status_dir.clone(),
+        tern_config::datastore::endpoint_status::POLL,
+        ltx,
+    ));
+    (workload_rx, local_rx)
 }
 
 impl Daemon {

@@ -3,7 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use super::{FibConfig, RawFib, DEFAULT_ROUTE_PROTOCOL, MAIN_TABLE};
+use super::{FibConfig, LogFormat, RawFib, DEFAULT_ROUTE_PROTOCOL, MAIN_TABLE};
 use crate::error::{ConfigError, Warning};
 use crate::intent::RouterIdSetting;
 
@@ -142,4 +142,36 @@ pub(super) fn node_name(n: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `log` (a level or a tracing filter, default `info`) and `log_format` (`text` or
+/// `json`).
+pub(super) fn log(
+    log: Option<String>,
+    format: Option<String>,
+    file: &str,
+) -> Result<(String, LogFormat), ConfigError> {
+    let err = |field: &str, reason: String| ConfigError::field(file, field, reason);
+    let log = log.unwrap_or_else(|| "info".into());
+    let levels = ["trace", "debug", "info", "warn", "error", "off"];
+    if !log.contains('=') && !levels.contains(&log.as_str()) {
+        return Err(err(
+            "log",
+            format!(
+                "{log:?} is not a level ({}) or a filter such as tern=debug",
+                levels.join(", ")
+            ),
+        ));
+    }
+    let log_format = match format.as_deref() {
+        None | Some("text") => LogFormat::Text,
+        Some("json") => LogFormat::Json,
+        Some(other) => {
+            return Err(err(
+                "log_format",
+                format!("{other:?} is not a log format (text, json)"),
+            ))
+        }
+    };
+    Ok((log, log_format))
 }
