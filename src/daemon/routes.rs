@@ -346,7 +346,7 @@ spec: {{cidr: 198.18.3.0/24}}
         });
         Best {
             best: Arc::clone(&p),
-            multipath: vec![p],
+            multipath: vec![p].into(),
             reason: Reason::Equal,
         }
     }

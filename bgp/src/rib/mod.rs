@@ -15,6 +15,7 @@
 pub mod decision;
 pub mod export;
 pub mod import;
+mod slot;
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -25,6 +26,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 pub use decision::{compare, multipath_equal, Reason};
+use slot::Slot;
 
 use crate::wire::{Family, MpNextHop, Nlri, PathAttributes, Update};
 
@@ -63,13 +65,16 @@ pub struct Path {
     pub stale: bool,
 }
 
+/// The ECMP set of a prefix: one path inline (most prefixes), more on the heap.
+pub type Multipath = smallvec::SmallVec<[Arc<Path>; 1]>;
+
 /// The Loc-RIB entry of a prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Best {
     /// The best path.
     pub best: Arc<Path>,
     /// Paths sharing traffic with it, best first (at least the best itself).
-    pub multipath: Vec<Arc<Path>>,
+    pub multipath: Multipath,
     /// Why the best beat the runner-up (`Equal` when it is the only path).
     pub reason: Reason,
 }
@@ -118,11 +123,10 @@ impl AttrStore {
     }
 }
 
-/// Adj-RIB-In of all peers and the best paths.
+/// Adj-RIB-In of all peers and the best paths: one map, one [`Slot`] per prefix.
 #[derive(Debug)]
 pub struct Rib {
-    paths: BTreeMap<IpNet, Vec<Arc<Path>>>,
-    best: BTreeMap<IpNet, Best>,
+    table: BTreeMap<IpNet, Slot>,
     attrs: AttrStore,
     max_paths: usize,
     /// Paths held per peer, kept as paths come and go so that `tern status` and the
@@ -130,16 +134,19 @@ pub struct Rib {
     per_peer: HashMap<IpAddr, u64>,
     /// The sum of `per_peer`: every path held (the memory limit counts this).
     total: u64,
-    /// IPv6 prefixes in `best`, so the metrics count each family without a walk.
+    /// IPv6 prefixes held, so the metrics count each family without a walk.
     ipv6_prefixes: u64,
 }
+
+/// Prefixes an UPDATE or a peer event changed, each with its Loc-RIB entry from
+/// before (the first seen wins: that is the state before the whole change).
+type Touched = Vec<(IpNet, Option<Best>)>;
 
 impl Rib {
     /// An empty RIB; `max_paths` caps the ECMP set (1 disables multipath).
     pub fn new(max_paths: usize) -> Rib {
         Rib {
-            paths: BTreeMap::new(),
-            best: BTreeMap::new(),
+            table: BTreeMap::new(),
             attrs: AttrStore::default(),
             max_paths: max_paths.max(1),
             per_peer: HashMap::new(),
@@ -155,7 +162,7 @@ impl Rib {
 
     /// Loc-RIB prefixes of each family: (IPv4, IPv6).
     pub fn prefixes_by_family(&self) -> (u64, u64) {
-        let all = self.best.len() as u64;
+        let all = self.table.len() as u64;
         (all.saturating_sub(self.ipv6_prefixes), self.ipv6_prefixes)
     }
 
@@ -177,14 +184,22 @@ impl Rib {
         }
     }
 
-    /// The Loc-RIB entry of `prefix`.
-    pub fn best(&self, prefix: &IpNet) -> Option<&Best> {
-        self.best.get(prefix)
+    /// The Loc-RIB entry of `prefix` (made on the spot for a prefix with one path:
+    /// two `Arc` clones, no allocation).
+    pub fn best(&self, prefix: &IpNet) -> Option<Best> {
+        self.table.get(prefix).and_then(Slot::best)
     }
 
     /// Every Loc-RIB entry, by prefix.
-    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, &Best)> {
-        self.best.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, Best)> {
+        self.table
+            .iter()
+            .filter_map(|(p, s)| s.best().map(|b| (p, b)))
+    }
+
+    /// Every prefix held, in order.
+    pub fn prefixes(&self) -> impl Iterator<Item = &IpNet> {
+        self.table.keys()
     }
 
     /// Up to `n` Loc-RIB entries after `after` (from the first without), in prefix
@@ -192,29 +207,31 @@ impl Rib {
     pub fn best_after(&self, after: Option<IpNet>, n: usize) -> Vec<BestChange> {
         use std::ops::Bound::{Excluded, Unbounded};
         let from = after.map_or(Unbounded, Excluded);
-        self.best
+        self.table
             .range((from, Unbounded))
-            .take(n)
-            .map(|(p, b)| BestChange {
-                prefix: *p,
-                now: Some(b.clone()),
+            .filter_map(|(p, s)| {
+                s.best().map(|b| BestChange {
+                    prefix: *p,
+                    now: Some(b),
+                })
             })
+            .take(n)
             .collect()
     }
 
     /// Every path held for `prefix`.
     pub fn paths(&self, prefix: &IpNet) -> &[Arc<Path>] {
-        self.paths.get(prefix).map_or(&[], |v| v.as_slice())
+        self.table.get(prefix).map_or(&[], Slot::paths)
     }
 
     /// Prefixes with at least one path.
     pub fn len(&self) -> usize {
-        self.best.len()
+        self.table.len()
     }
 
     /// Whether the RIB is empty.
     pub fn is_empty(&self) -> bool {
-        self.best.is_empty()
+        self.table.is_empty()
     }
 
     /// The attribute store (for memory figures).
@@ -264,7 +281,7 @@ impl Rib {
     /// (RFC 7606) withdraws what it announces. Returns the Loc-RIB changes.
     pub fn apply_update(&mut self, source: &Arc<PeerSource>, u: &Update) -> Vec<BestChange> {
         let mp_len = |m: Option<usize>| m.unwrap_or(0);
-        let mut touched: Vec<IpNet> = Vec::with_capacity(
+        let mut touched: Touched = Vec::with_capacity(
             u.withdrawn.len()
                 + u.nlri.len()
                 + mp_len(u.mp_unreach.as_ref().map(|m| m.withdrawn.len()))
@@ -275,9 +292,7 @@ impl Rib {
             .iter()
             .chain(u.mp_unreach.iter().flat_map(|m| &m.withdrawn));
         for n in withdrawn {
-            if self.remove(source.address, n) {
-                touched.push(n.prefix);
-            }
+            self.remove(source.address, n, &mut touched);
         }
         let mp = u
             .mp_reach
@@ -287,14 +302,12 @@ impl Rib {
             .nlri
             .iter()
             .map(|n| (n, u.attributes.next_hop.map(IpAddr::V4)));
-        let announced: Vec<(&Nlri, Option<IpAddr>)> = classic.chain(mp).collect();
+        let mut announced = classic.chain(mp).peekable();
         if u.treat_as_withdraw() {
             for (n, _) in announced {
-                if self.remove(source.address, n) {
-                    touched.push(n.prefix);
-                }
+                self.remove(source.address, n, &mut touched);
             }
-        } else if !announced.is_empty() {
+        } else if announced.peek().is_some() {
             // NEXT_HOP lives in the path, not in the shared attributes: routes from
             // many peers with otherwise equal attributes then share one set.
             let attrs = self.attrs.intern(PathAttributes {
@@ -303,23 +316,39 @@ impl Rib {
             });
             // Counted once per UPDATE, not per prefix (a hash look-up each).
             let (mut added, mut replaced) = (0u64, 0u64);
+            // The prefixes of one UPDATE share one path (one per ADD-PATH identifier
+            // in a row): no allocation per prefix.
+            let mut shared: Option<Arc<Path>> = None;
             for (n, nh) in announced {
                 let Some(next_hop) = nh else { continue };
-                let path = Arc::new(Path {
-                    source: Arc::clone(source),
-                    attrs: Arc::clone(&attrs),
-                    next_hop,
-                    path_id: n.path_id.unwrap_or(0),
-                    igp_cost: None,
-                    stale: false,
-                });
-                let list = self.paths.entry(n.prefix).or_default();
-                let before = list.len();
-                list.retain(|p| !(p.source.address == source.address && p.path_id == path.path_id));
-                replaced += (before - list.len()) as u64;
+                let path_id = n.path_id.unwrap_or(0);
+                let path = match &shared {
+                    Some(p) if p.path_id == path_id && p.next_hop == next_hop => Arc::clone(p),
+                    _ => {
+                        let p = Arc::new(Path {
+                            source: Arc::clone(source),
+                            attrs: Arc::clone(&attrs),
+                            next_hop,
+                            path_id,
+                            igp_cost: None,
+                            stale: false,
+                        });
+                        shared = Some(Arc::clone(&p));
+                        p
+                    }
+                };
                 added += 1;
-                list.push(path);
-                touched.push(n.prefix);
+                match self.table.entry(n.prefix) {
+                    Entry::Vacant(e) => {
+                        e.insert(Slot::One(path));
+                        touched.push((n.prefix, None));
+                    }
+                    Entry::Occupied(mut e) => {
+                        let slot = e.get_mut();
+                        touched.push((n.prefix, slot.best()));
+                        replaced += u64::from(slot.put(path));
+                    }
+                }
             }
             self.count(source.address, added, replaced);
         }
@@ -334,21 +363,23 @@ impl Rib {
     /// Graceful restart helper: the peer restarted; its paths stay but are marked stale
     /// until it sends them again.
     pub fn mark_stale(&mut self, peer: IpAddr) {
-        let mut touched = Vec::new();
-        for (prefix, list) in self.paths.iter_mut() {
-            for p in list.iter_mut().filter(|p| p.source.address == peer) {
-                *p = Arc::new(Path {
-                    stale: true,
-                    ..(**p).clone()
-                });
-                touched.push(*prefix);
-            }
-        }
-        // Forwarding does not change, so no change events: the entries just show it.
-        touched.dedup();
-        for prefix in touched {
-            if let Some(b) = self.select(&prefix) {
-                self.best.insert(prefix, b);
+        // One stale copy per shared path, so the paths of one UPDATE still share one.
+        let mut copies: HashMap<*const Path, Arc<Path>> = HashMap::new();
+        for slot in self.table.values_mut() {
+            let n = slot.replace(|p| {
+                (p.source.address == peer && !p.stale).then(|| {
+                    let copy = copies.entry(Arc::as_ptr(p)).or_insert_with(|| {
+                        Arc::new(Path {
+                            stale: true,
+                            ..(**p).clone()
+                        })
+                    });
+                    Arc::clone(copy)
+                })
+            });
+            // Forwarding does not change, so no change events: the entries just show it.
+            if n > 0 {
+                slot.settle(self.max_paths);
             }
         }
     }
@@ -361,33 +392,31 @@ impl Rib {
         })
     }
 
-    fn remove(&mut self, peer: IpAddr, n: &Nlri) -> bool {
-        let id = n.path_id.unwrap_or(0);
-        let Some(list) = self.paths.get_mut(&n.prefix) else {
-            return false;
+    fn remove(&mut self, peer: IpAddr, n: &Nlri, touched: &mut Touched) {
+        let Some(slot) = self.table.get_mut(&n.prefix) else {
+            return;
         };
-        let before = list.len();
-        list.retain(|p| !(p.source.address == peer && p.path_id == id));
-        let removed = (before - list.len()) as u64;
-        self.count(peer, 0, removed);
-        removed > 0
+        let before = slot.best();
+        if slot.take(peer, n.path_id.unwrap_or(0)) {
+            touched.push((n.prefix, before));
+            self.count(peer, 0, 1);
+        }
     }
 
     fn remove_where(&mut self, gone: impl Fn(&IpNet, &Path) -> bool) -> Vec<BestChange> {
         let mut touched = Vec::new();
         let mut removed: HashMap<IpAddr, u64> = HashMap::new();
-        for (prefix, list) in self.paths.iter_mut() {
-            let before = list.len();
-            list.retain(|p| {
-                let drop = gone(prefix, p);
-                if drop {
-                    *removed.entry(p.source.address).or_default() += 1;
-                }
-                !drop
-            });
-            if list.len() != before {
-                touched.push(*prefix);
+        for (prefix, slot) in self.table.iter_mut() {
+            // Only a prefix that loses a path pays for a copy of its entry.
+            if !slot.paths().iter().any(|p| gone(prefix, p)) {
+                continue;
             }
+            let before = slot.best();
+            slot.take_where(
+                |p| gone(prefix, p),
+                |p| *removed.entry(p.source.address).or_default() += 1,
+            );
+            touched.push((*prefix, before));
         }
         for (peer, n) in removed {
             self.count(peer, 0, n);
@@ -395,74 +424,41 @@ impl Rib {
         self.recompute(touched)
     }
 
-    fn recompute(&mut self, mut touched: Vec<IpNet>) -> Vec<BestChange> {
-        touched.sort();
-        touched.dedup();
+    /// Settles every touched prefix and returns the Loc-RIB changes: a prefix whose
+    /// best path and ECMP set are what they were gives none (a new runner-up that only
+    /// changes the recorded reason is stored without a change event).
+    fn recompute(&mut self, mut touched: Touched) -> Vec<BestChange> {
+        // Stable: the first entry of a prefix, kept by dedup, is its state before.
+        touched.sort_by_key(|(p, _)| *p);
+        touched.dedup_by_key(|(p, _)| *p);
         let mut changes = Vec::with_capacity(touched.len());
-        for prefix in touched {
-            let now = self.select(&prefix);
-            // Only the paths matter downstream; a new runner-up that only changes
-            // the recorded reason is stored without a change event.
-            let same = |a: &Best, b: &Best| a.best == b.best && a.multipath == b.multipath;
-            // (unchanged, had an entry before): one look-up of the Loc-RIB per prefix.
-            let (unchanged, had) = match &now {
-                Some(b) => match self.best.entry(prefix) {
-                    Entry::Occupied(mut e) => {
-                        let unchanged = same(e.get(), b);
-                        e.insert(b.clone());
-                        (unchanged, true)
+        for (prefix, before) in touched {
+            let now = match self.table.entry(prefix) {
+                Entry::Occupied(mut e) => {
+                    let now = e.get_mut().settle(self.max_paths);
+                    if now.is_none() {
+                        e.remove();
                     }
-                    Entry::Vacant(e) => {
-                        e.insert(b.clone());
-                        (false, false)
-                    }
-                },
-                None => {
-                    self.paths.remove(&prefix);
-                    let old = self.best.remove(&prefix);
-                    (old.is_none(), old.is_some())
+                    now
                 }
+                Entry::Vacant(_) => None,
             };
-            if let (IpNet::V6(_), true) = (prefix, had != now.is_some()) {
+            if let (IpNet::V6(_), true) = (prefix, before.is_some() != now.is_some()) {
                 match now {
                     Some(_) => self.ipv6_prefixes += 1,
                     None => self.ipv6_prefixes = self.ipv6_prefixes.saturating_sub(1),
                 }
             }
-            if !unchanged {
+            let same = match (&before, &now) {
+                (Some(a), Some(b)) => a.best == b.best && a.multipath == b.multipath,
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
                 changes.push(BestChange { prefix, now });
             }
         }
         changes
-    }
-
-    fn select(&self, prefix: &IpNet) -> Option<Best> {
-        let list = self.paths.get(prefix)?;
-        if let [only] = list.as_slice() {
-            // One path (most prefixes): nothing to sort or compare.
-            return Some(Best {
-                best: Arc::clone(only),
-                multipath: vec![Arc::clone(only)],
-                reason: Reason::Equal,
-            });
-        }
-        let mut sorted: Vec<&Arc<Path>> = list.iter().collect();
-        sorted.sort_by(|a, b| compare(a, b).0);
-        let best = Arc::clone(sorted.first()?);
-        let reason = sorted
-            .get(1)
-            .map_or(Reason::Equal, |second| compare(&best, second).1);
-        let multipath = sorted
-            .iter()
-            .filter(|p| multipath_equal(&best, p))
-            .take(self.max_paths)
-            .map(|p| Arc::clone(p))
-            .collect();
-        Some(Best {
-            best,
-            multipath,
-            reason,
-        })
     }
 }
 

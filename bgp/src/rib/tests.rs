@@ -199,9 +199,7 @@ fn equal_paths_share_traffic_up_to_max_paths() {
     for p in &peers {
         rib.apply_update(p, &announce(&["198.18.4.0/26"], attrs(&[])));
     }
-    let b = rib
-        .best(&"198.18.4.0/26".parse().unwrap_or_default())
-        .cloned();
+    let b = rib.best(&"198.18.4.0/26".parse().unwrap_or_default());
     let b = b.unwrap_or_else(|| panic!("no best"));
     assert_eq!(
         b.best.source.address.to_string(),
@@ -252,6 +250,43 @@ fn attributes_are_interned_and_freed() {
     assert!(rib.is_empty());
     assert_eq!(rib.attr_store().collect_garbage(), 1);
     assert!(rib.attr_store().is_empty());
+}
+
+#[test]
+fn the_prefixes_of_one_update_share_one_path_also_when_stale() {
+    let a = source("198.51.100.2", 2, 64601, true);
+    let b = source("198.51.100.3", 3, 64601, true);
+    let mut rib = Rib::new(2);
+    let (x, y) = (net("198.18.0.0/26").prefix, net("198.18.0.64/26").prefix);
+    let first = |rib: &Rib, p: &IpNet| Arc::clone(&rib.paths(p)[0]);
+    rib.apply_update(
+        &a,
+        &announce(&["198.18.0.0/26", "198.18.0.64/26"], attrs(&[64601])),
+    );
+    assert!(Arc::ptr_eq(&first(&rib, &x), &first(&rib, &y)));
+    // A second path makes the prefix hold a list and an ECMP set; its going makes
+    // it a single path again, with the same entry as before.
+    let alone = rib.best(&x);
+    let c = rib.apply_update(&b, &announce(&["198.18.0.0/26"], attrs(&[64601])));
+    assert_eq!(rib.paths(&x).len(), 2);
+    assert_eq!(c.len(), 1, "two equal paths now share traffic");
+    assert_eq!(rib.best(&x).map(|b| b.multipath.len()), Some(2));
+    let c = rib.peer_down(b.address);
+    assert_eq!(c.len(), 1);
+    assert_eq!(rib.best(&x), alone);
+    rib.mark_stale(a.address);
+    let (sx, sy) = (first(&rib, &x), first(&rib, &y));
+    assert!(
+        sx.stale && Arc::ptr_eq(&sx, &sy),
+        "one stale copy, still shared"
+    );
+    assert_eq!(rib.paths_from(a.address), 2);
+    // Sent again: fresh; the prefix not sent again is swept.
+    rib.apply_update(&a, &announce(&["198.18.0.0/26"], attrs(&[64601])));
+    assert!(!first(&rib, &x).stale && first(&rib, &y).stale);
+    let c = rib.sweep_stale(a.address, None);
+    assert_eq!(c.iter().map(|c| c.prefix).collect::<Vec<_>>(), vec![y]);
+    assert_eq!((rib.len(), rib.paths_from(a.address)), (1, 1));
 }
 
 #[test]

@@ -174,7 +174,7 @@ pub(super) fn reimport(
     let mut u = Update::default();
     let mut v6 = Vec::new();
     let mut refused = Vec::new();
-    for (prefix, _) in rib.iter() {
+    for prefix in rib.prefixes() {
         for path in rib.paths(prefix) {
             if path.source.local || path.source.address != peer {
                 continue;
@@ -283,7 +283,7 @@ impl ExportView<'_> {
 
     fn best(&self, prefix: IpNet, b: &Best, refused: &mut Vec<Refused>) -> Option<Best> {
         let best = self.path(prefix, &b.best, refused);
-        let mut multipath = Vec::with_capacity(b.multipath.len());
+        let mut multipath = crate::rib::Multipath::with_capacity(b.multipath.len());
         for p in &b.multipath {
             if Arc::ptr_eq(p, &b.best) {
                 multipath.extend(best.clone());

@@ -55,7 +55,7 @@ fn table(n: u32) -> Tables {
             prefix,
             Best {
                 best: Arc::clone(&win),
-                multipath: vec![Arc::clone(&win)],
+                multipath: vec![Arc::clone(&win)].into(),
                 reason: Reason::AsPathLength,
             },
         ));
@@ -67,7 +67,7 @@ fn table(n: u32) -> Tables {
         v6,
         Best {
             best: Arc::clone(&mine),
-            multipath: vec![Arc::clone(&mine)],
+            multipath: vec![Arc::clone(&mine)].into(),
             reason: Reason::Equal,
         },
     ));

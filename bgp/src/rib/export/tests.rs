@@ -330,7 +330,7 @@ fn change(prefix: &str, p: Option<Path>) -> BestChange {
         let p = Arc::new(p);
         Best {
             best: Arc::clone(&p),
-            multipath: vec![p],
+            multipath: vec![p].into(),
             reason: Reason::Equal,
         }
     });
@@ -496,7 +496,7 @@ fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
         prefix: "198.18.200.0/24".parse().unwrap_or_else(|e| panic!("{e}")),
         now: Some(Best {
             best: Arc::clone(&a),
-            multipath: vec![Arc::clone(&a), Arc::clone(&b)],
+            multipath: vec![Arc::clone(&a), Arc::clone(&b)].into(),
             reason: Reason::Equal,
         }),
     };
@@ -526,7 +526,7 @@ fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
         prefix: both.prefix,
         now: Some(Best {
             best: Arc::clone(&b),
-            multipath: vec![Arc::clone(&b)],
+            multipath: vec![Arc::clone(&b)].into(),
             reason: Reason::Equal,
         }),
     };

@@ -151,8 +151,7 @@ impl Speaker {
             return "new export policy: applies to the table still to be sent".into();
         }
         if p.stalled || !p.deferred.is_empty() {
-            p.deferred
-                .extend(self.rib.iter().map(|(prefix, _)| *prefix));
+            p.deferred.extend(self.rib.prefixes().copied());
             return "new export policy: the peer is not reading; applies once it does".into();
         }
         let all: Vec<BestChange> = self

@@ -21,7 +21,7 @@ use super::Speaker;
 impl Speaker {
     /// The current Loc-RIB.
     pub fn routes(&self) -> Vec<(IpNet, Best)> {
-        self.rib.iter().map(|(p, b)| (*p, b.clone())).collect()
+        self.rib.iter().map(|(p, b)| (*p, b)).collect()
     }
 
     /// Up to `n` Loc-RIB entries after `after`, in prefix order (see
@@ -33,8 +33,8 @@ impl Speaker {
     /// Every path of every prefix, as the RIB holds them (only `Arc`s are copied).
     pub fn paths(&self) -> Vec<(IpNet, Vec<Arc<Path>>)> {
         self.rib
-            .iter()
-            .map(|(p, _)| (*p, self.rib.paths(p).to_vec()))
+            .prefixes()
+            .map(|p| (*p, self.rib.paths(p).to_vec()))
             .collect()
     }
 
@@ -101,14 +101,14 @@ impl Speaker {
     /// every prefix covering it, by prefix: at most one look-up per prefix length.
     pub fn routes_of(&self, want: IpNet) -> Vec<(IpNet, Best)> {
         if let Some(b) = self.rib.best(&want) {
-            return vec![(want, b.clone())];
+            return vec![(want, b)];
         }
         if want.prefix_len() != want.max_prefix_len() {
             return Vec::new();
         }
         let mut out: Vec<(IpNet, Best)> = (0..=want.max_prefix_len())
             .filter_map(|len| IpNet::new(want.addr(), len).ok().map(|n| n.trunc()))
-            .filter_map(|n| self.rib.best(&n).map(|b| (n, b.clone())))
+            .filter_map(|n| self.rib.best(&n).map(|b| (n, b)))
             .collect();
         out.sort_by_key(|(p, _)| *p);
         out

@@ -56,7 +56,7 @@ impl Speaker {
                 .into_iter()
                 .map(|prefix| BestChange {
                     prefix,
-                    now: self.rib.best(&prefix).cloned(),
+                    now: self.rib.best(&prefix),
                 })
                 .collect();
             let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes);
