@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use crate::rib::BestChange;
+use crate::rib::{export, BestChange};
 
 use super::{Output, RibNews, Speaker, SpeakerEvent};
 
@@ -15,16 +15,27 @@ impl Speaker {
         if changes.is_empty() {
             return;
         }
+        // Changes of only iBGP-learnt paths (a mesh peer's routes): a peer that takes
+        // none and was sent none of these prefixes is skipped with one look-up, not
+        // one per change (see `AdjRibOut::holds_any`).
+        let ibgp_only = changes.iter().all(export::ibgp_learnt_only);
+        let lo = changes.iter().map(|c| c.prefix).min();
+        let hi = changes.iter().map(|c| c.prefix).max();
         for (ip, p) in self.peers.iter_mut() {
-            if p.out.is_none() {
+            let Some(out) = p.out.as_ref() else {
                 continue;
-            }
+            };
             if p.stalled || !p.deferred.is_empty() {
                 // Its peer is not reading (RFC 9687; the send hold timer ends it).
                 // Waiting would stall every other peer and the FIB with it, so only
                 // the prefixes are noted.
                 p.deferred.extend(changes.iter().map(|c| c.prefix));
                 continue;
+            }
+            if let (true, Some(lo), Some(hi)) = (ibgp_only, lo, hi) {
+                if out.rib.refuses_ibgp() && !out.rib.holds_any(lo, hi) {
+                    continue;
+                }
             }
             let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes);
             if !msgs.is_empty() {
