@@ -19,7 +19,7 @@
 mod refusals;
 pub mod tunnel;
 
-pub use refusals::{settle, Refusals, Settled};
+pub use refusals::{settle, Refusals, Sent, Settled};
 pub use tunnel::TUNNEL_DEVICE;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -171,10 +171,10 @@ pub struct PrefixPlan {
 /// Plans `prefixes` for a task that keeps tern's routes by prefix: `wanted` as the
 /// daemon asked (tunnel next hops still open), `kernel` as the kernel has them,
 /// `unwanted` the grace rule, `tunnel` the tunnel device's index if it exists.
-pub fn plan(
+pub fn plan<'k>(
     prefixes: &[IpNet],
     wanted: &BTreeMap<IpNet, Route>,
-    kernel: &BTreeMap<IpNet, Route>,
+    kernel: impl Fn(&IpNet) -> Option<&'k Route>,
     unwanted: Unwanted<'_>,
     tunnel: Option<u32>,
 ) -> PrefixPlan {
@@ -188,7 +188,7 @@ pub fn plan(
             }
             None => None,
         };
-        match decide(resolved.as_deref(), kernel.get(p), unwanted.keeps(p)) {
+        match decide(resolved.as_deref(), kernel(p), unwanted.keeps(p)) {
             Decision::Change(c) => out.changes.push(c),
             Decision::Remetric(w) => out.changes.extend(remetric(w)),
             Decision::Nothing => out.settled.push(*p),

@@ -53,6 +53,7 @@ pub fn start_fib(
         // (then they are tern's own already).
         predecessor: (cfg.fib.take_over_bird && cfg.fib.route_protocol != predecessor::BIRD)
             .then_some(predecessor::BIRD),
+        release_freed: super::memory::release_freed,
     };
     let handle = FibHandle {
         commands,
@@ -231,6 +232,7 @@ mod tests {
             kernel: Arc::new(KernelNews::default()),
             grace: gtx,
             predecessor: None,
+            release_freed: || {},
         };
         tokio::spawn(routes_off(inputs));
         rtx.send(RibNews::Changes(Vec::new())).await.unwrap();

@@ -45,28 +45,46 @@ impl Refusals {
 }
 
 /// A batch's outcome, change by change.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settled {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled<C = RouteChange> {
     /// Changes now true of the kernel.
-    pub done: Vec<RouteChange>,
+    pub done: Vec<C>,
     /// Changes it refused.
     pub refused: Vec<RouteFailure>,
+}
+
+/// A change sent to the kernel, or what the sender kept of it (the FIB task keeps a
+/// receipt, not a copy: the backend takes the changes).
+pub trait Sent {
+    /// The prefix it changes.
+    fn prefix(&self) -> IpNet;
+    /// Whether it deletes the route.
+    fn is_delete(&self) -> bool;
+}
+
+impl Sent for RouteChange {
+    fn prefix(&self) -> IpNet {
+        RouteChange::prefix(self)
+    }
+
+    fn is_delete(&self) -> bool {
+        matches!(self, RouteChange::Delete { .. })
+    }
 }
 
 /// Splits the sent `changes` by the kernel's `report`. A delete the kernel answers
 /// "not found" found nothing to delete: the route is gone already (replaced by another
 /// protocol's, or removed), so it is done, not refused.
-pub fn settle(changes: Vec<RouteChange>, report: ApplyReport) -> Settled {
+pub fn settle<C: Sent>(changes: Vec<C>, report: ApplyReport) -> Settled<C> {
     let mut failed: BTreeMap<IpNet, RouteFailure> =
         report.failed.into_iter().map(|f| (f.prefix, f)).collect();
-    let mut out = Settled::default();
+    let mut out = Settled {
+        done: Vec::with_capacity(changes.len()),
+        refused: Vec::new(),
+    };
     for c in changes {
         match failed.remove(&c.prefix()) {
-            Some(f)
-                if matches!(c, RouteChange::Delete { .. }) && f.kind == FailureKind::NotFound =>
-            {
-                out.done.push(c)
-            }
+            Some(f) if c.is_delete() && f.kind == FailureKind::NotFound => out.done.push(c),
             Some(f) => out.refused.push(f),
             None => out.done.push(c),
         }

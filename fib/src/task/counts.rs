@@ -122,7 +122,7 @@ impl<B: Backend> Task<B> {
     /// `p`'s share of the tally as things are now; take it before a change to `p` and
     /// pass it to [`Self::counted`] after.
     pub(super) fn share(&self, p: &IpNet) -> Share {
-        share(self.wanted.get(p), self.kernel.get(p))
+        share(self.wanted.get(p), self.kernel.get(p, &self.wanted))
     }
 
     /// Accounts for a change to `p` whose share was `before`.
@@ -136,9 +136,9 @@ impl<B: Backend> Task<B> {
     pub(super) fn recount(&mut self) {
         let mut t = Tally::default();
         for (p, w) in &self.wanted {
-            t.shift([0; 3], share(Some(w), self.kernel.get(p)));
+            t.shift([0; 3], share(Some(w), self.kernel.get(p, &self.wanted)));
         }
-        for (p, k) in &self.kernel {
+        for (p, k) in self.kernel.iter(&self.wanted) {
             if !self.wanted.contains_key(p) {
                 t.shift([0; 3], share(None, Some(k)));
             }
@@ -240,6 +240,7 @@ mod tests {
                 kernel: Arc::new(KernelNews::default()),
                 grace: gtx,
                 predecessor: None,
+                release_freed: || {},
             },
         ));
         let (counts, report) = both(&commands).await;

@@ -125,12 +125,16 @@ impl<B: Backend> Task<B> {
             // A few prefixes (`tern routes PREFIX`): looked up, the table not walked.
             Some(list) => list
                 .iter()
-                .filter(|p| self.kernel.get(p).is_some_and(|r| as_wanted(p, r)))
+                .filter(|p| {
+                    self.kernel
+                        .get(p, &self.wanted)
+                        .is_some_and(|r| as_wanted(p, r))
+                })
                 .copied()
                 .collect(),
             None => self
                 .kernel
-                .iter()
+                .iter(&self.wanted)
                 .filter(|(p, r)| as_wanted(p, r))
                 .map(|(p, _)| *p)
                 .collect(),

@@ -81,6 +81,7 @@ fn start_after(kernel: Shared, predecessor: Option<u8>) -> Harness {
             kernel: Arc::clone(&news),
             grace: gtx,
             predecessor,
+            release_freed: || {},
         },
     ));
     Harness {
@@ -418,6 +419,7 @@ async fn the_table_wanted_again_changes_only_the_routes_that_differ() {
             kernel: Arc::new(KernelNews::default()),
             grace: gtx,
             predecessor: None,
+            release_freed: || {},
         },
     ));
     let ipip = via("198.18.1.0/26", "198.51.100.2", true);

@@ -92,6 +92,7 @@ async fn fib_with(n: u32) -> mpsc::Sender<FibMsg> {
             kernel: Arc::new(KernelNews::default()),
             grace: gtx,
             predecessor: None,
+            release_freed: || {},
         },
     ));
     routes.send(Routes::Converged).await.unwrap();
