@@ -116,21 +116,19 @@ impl Driver {
     }
 
     /// The second connection is readable (or failed, `ok` false).
-    pub(super) async fn read_second(&mut self, ok: bool, buf: &mut [u8]) {
+    pub(super) async fn read_second(&mut self, ok: bool) {
         let Some(second) = self.second.as_mut() else {
             return;
         };
         let read = if ok {
-            second.stream.try_read(buf)
+            super::read_now(&second.stream)
         } else {
-            Ok(0)
+            Ok(Bytes::new())
         };
         let side = second.side;
         match read {
-            Ok(0) => return self.drop_second(None).await,
-            Ok(n) => second
-                .inbox
-                .extend_from_slice(buf.get(..n).unwrap_or_default()),
+            Ok(b) if b.is_empty() => return self.drop_second(None).await,
+            Ok(b) => second.inbox.extend_from_slice(&b),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(_) => return self.drop_second(None).await,
         }
