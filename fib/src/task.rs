@@ -166,7 +166,8 @@ pub struct Inputs<F: RouteFilter> {
     pub predecessor: Option<u8>,
     /// Gives freed heap pages back to the system; called after a kernel batch of at
     /// least [`TRIM_AFTER`] changes, whose transient copies (the plan, the backend's
-    /// messages) the allocator would otherwise keep resident.
+    /// messages) the allocator would otherwise keep resident, and after a re-read of
+    /// at least as many routes.
     pub release_freed: fn(),
 }
 
@@ -629,6 +630,10 @@ impl<B: Backend> Task<B> {
             }
         }
         self.recount();
+        // The dump's parsed routes are freed now; the allocator would keep them.
+        if self.kernel.len() >= TRIM_AFTER {
+            (self.release_freed)();
+        }
         let repaired: BTreeSet<IpNet> = back.iter().map(RouteChange::prefix).collect();
         let rest: Vec<IpNet> = all.into_iter().filter(|p| !repaired.contains(p)).collect();
         self.apply(back).await;

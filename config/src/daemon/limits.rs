@@ -11,8 +11,8 @@ use crate::error::ConfigError;
 /// Default most paths from one peer: a full IPv4 and IPv6 Internet table (about 1.2M
 /// prefixes in 2026) fits with room to grow.
 pub const DEFAULT_MAX_PREFIXES_PER_PEER: u32 = 2_000_000;
-/// Default most paths from all peers together: about 4 GB at tern's measured ~940
-/// bytes per route (README, Benchmarks).
+/// Default most paths from all peers together: about 1.6 GB at tern's measured ~410
+/// bytes per route with the FIB (docs/benchmarks.md).
 pub const DEFAULT_MAX_ROUTES: u64 = 4_000_000;
 /// Default longest control-socket request line. Requests are tiny (a command and a
 /// prefix or address); anything long is a confused or hostile client.
