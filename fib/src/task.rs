@@ -558,9 +558,6 @@ impl<B: Backend> Task<B> {
             seconds = self.last_apply.as_secs_f64(),
             "kernel batch applied"
         );
-        if n >= TRIM_AFTER {
-            (self.release_freed)();
-        }
         let settled = settle(receipts, report);
         self.refused(settled.refused);
         for c in settled.done {
@@ -575,6 +572,10 @@ impl<B: Backend> Task<B> {
                 Receipt::Delete(p) => self.kernel.remove(&p),
             }
             self.counted(&p, before);
+        }
+        // Last: a withdrawal frees the kernel view's entries in the loop above.
+        if n >= TRIM_AFTER {
+            (self.release_freed)();
         }
     }
 

@@ -89,6 +89,7 @@ const COLUMNS: &[(&str, &str, Option<bool>)] = &[
     ("settled_bytes_per_route", "B/route settled", Some(true)),
     ("withdraw_s", "withdraw RIB s", Some(true)),
     ("withdraw_fib_s", "withdraw FIB s", Some(true)),
+    ("withdrawn_rss_pct", "RSS left %", Some(true)),
     ("restart_deletions", "deletions", Some(true)),
     ("restart_converge_s", "back s", Some(true)),
     ("churn_cpu_s", "churn CPU s", Some(true)),

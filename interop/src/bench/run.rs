@@ -292,6 +292,7 @@ fn measure(
         base,
         n,
         pids: &pids,
+        empty_rss: s0.rss,
     };
     match *sc {
         Scenario::Prefixes(_) | Scenario::Peers(_) => withdraw(opts, rig, &table, m),
@@ -377,6 +378,8 @@ struct Table<'a> {
     base: u64,
     n: usize,
     pids: &'a [u32],
+    /// The daemon's RSS with every session up and no table yet, in bytes.
+    empty_rss: u64,
 }
 
 /// The daemon's kernel route counts, where it has a FIB.
@@ -458,6 +461,14 @@ fn withdraw(
     }
     if !table.pids.is_empty() {
         m.insert("withdraw_cpu_s".into(), s3.cpu_s - s2.cpu_s);
+        // What is left once everything is withdrawn, against the daemon before the
+        // table came: freed memory the daemon or its allocator keeps.
+        if table.empty_rss > 0 {
+            m.insert(
+                "withdrawn_rss_pct".into(),
+                100.0 * (s3.rss as f64 - table.empty_rss as f64) / table.empty_rss as f64,
+            );
+        }
     }
     Ok(())
 }
