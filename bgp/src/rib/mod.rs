@@ -126,7 +126,7 @@ impl AttrStore {
 /// Adj-RIB-In of all peers and the best paths: one map, one [`Slot`] per prefix.
 #[derive(Debug)]
 pub struct Rib {
-    table: BTreeMap<IpNet, Slot>,
+    table: BTreeMap<Key, Slot>,
     attrs: AttrStore,
     max_paths: usize,
     /// Paths held per peer, kept as paths come and go so that `tern status` and the
@@ -136,6 +136,59 @@ pub struct Rib {
     total: u64,
     /// IPv6 prefixes held, so the metrics count each family without a walk.
     ipv6_prefixes: u64,
+}
+
+/// A prefix as the table's key: compared as integers. `IpNet`'s own order compares
+/// the address bytes with `memcmp`, and the B-tree's searches doing so were 37% of
+/// tern's ingest at a million IPv6 routes. Same order as `IpNet` (IPv4 first, then
+/// address, then length), so the table is walked in prefix order as before. Packed:
+/// 18 bytes like `IpNet` (aligned it would be 24, about 12 more bytes per route).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(C, packed)]
+struct Key {
+    v6: bool,
+    hi: u64,
+    lo: u64,
+    len: u8,
+}
+
+impl From<IpNet> for Key {
+    fn from(p: IpNet) -> Key {
+        match p {
+            IpNet::V4(n) => Key {
+                v6: false,
+                hi: 0,
+                lo: u64::from(u32::from(n.addr())),
+                len: n.prefix_len(),
+            },
+            IpNet::V6(n) => {
+                let a = u128::from(n.addr());
+                Key {
+                    v6: true,
+                    hi: (a >> 64) as u64,
+                    lo: a as u64,
+                    len: n.prefix_len(),
+                }
+            }
+        }
+    }
+}
+
+impl Key {
+    /// The prefix back (every key was made from one, so the lengths are valid).
+    fn net(self) -> IpNet {
+        if self.v6 {
+            let a = (u128::from(self.hi) << 64) | u128::from(self.lo);
+            ipnet::Ipv6Net::new(std::net::Ipv6Addr::from(a), self.len)
+                .map(IpNet::V6)
+                .unwrap_or_default()
+        } else {
+            let a = std::net::Ipv4Addr::from(self.lo as u32);
+            ipnet::Ipv4Net::new(a, self.len)
+                .map(IpNet::V4)
+                .unwrap_or_default()
+        }
+    }
 }
 
 /// Prefixes an UPDATE or a peer event changed, each with its Loc-RIB entry from
@@ -187,31 +240,31 @@ impl Rib {
     /// The Loc-RIB entry of `prefix` (made on the spot for a prefix with one path:
     /// two `Arc` clones, no allocation).
     pub fn best(&self, prefix: &IpNet) -> Option<Best> {
-        self.table.get(prefix).and_then(Slot::best)
+        self.table.get(&Key::from(*prefix)).and_then(Slot::best)
     }
 
     /// Every Loc-RIB entry, by prefix.
-    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, Best)> {
+    pub fn iter(&self) -> impl Iterator<Item = (IpNet, Best)> + '_ {
         self.table
             .iter()
-            .filter_map(|(p, s)| s.best().map(|b| (p, b)))
+            .filter_map(|(k, s)| s.best().map(|b| (k.net(), b)))
     }
 
     /// Every prefix held, in order.
-    pub fn prefixes(&self) -> impl Iterator<Item = &IpNet> {
-        self.table.keys()
+    pub fn prefixes(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.table.keys().map(|k| k.net())
     }
 
     /// Up to `n` Loc-RIB entries after `after` (from the first without), in prefix
     /// order: the table in pieces, so that handing it all over never copies it whole.
     pub fn best_after(&self, after: Option<IpNet>, n: usize) -> Vec<BestChange> {
         use std::ops::Bound::{Excluded, Unbounded};
-        let from = after.map_or(Unbounded, Excluded);
+        let from = after.map(Key::from).map_or(Unbounded, Excluded);
         self.table
             .range((from, Unbounded))
-            .filter_map(|(p, s)| {
+            .filter_map(|(k, s)| {
                 s.best().map(|b| BestChange {
-                    prefix: *p,
+                    prefix: k.net(),
                     now: Some(b),
                 })
             })
@@ -221,7 +274,7 @@ impl Rib {
 
     /// Every path held for `prefix`.
     pub fn paths(&self, prefix: &IpNet) -> &[Arc<Path>] {
-        self.table.get(prefix).map_or(&[], Slot::paths)
+        self.table.get(&Key::from(*prefix)).map_or(&[], Slot::paths)
     }
 
     /// Prefixes with at least one path.
@@ -338,7 +391,7 @@ impl Rib {
                     }
                 };
                 added += 1;
-                match self.table.entry(n.prefix) {
+                match self.table.entry(Key::from(n.prefix)) {
                     Entry::Vacant(e) => {
                         e.insert(Slot::One(path));
                         touched.push((n.prefix, None));
@@ -393,7 +446,7 @@ impl Rib {
     }
 
     fn remove(&mut self, peer: IpAddr, n: &Nlri, touched: &mut Touched) {
-        let Some(slot) = self.table.get_mut(&n.prefix) else {
+        let Some(slot) = self.table.get_mut(&Key::from(n.prefix)) else {
             return;
         };
         let before = slot.best();
@@ -406,17 +459,18 @@ impl Rib {
     fn remove_where(&mut self, gone: impl Fn(&IpNet, &Path) -> bool) -> Vec<BestChange> {
         let mut touched = Vec::new();
         let mut removed: HashMap<IpAddr, u64> = HashMap::new();
-        for (prefix, slot) in self.table.iter_mut() {
+        for (key, slot) in self.table.iter_mut() {
+            let prefix = key.net();
             // Only a prefix that loses a path pays for a copy of its entry.
-            if !slot.paths().iter().any(|p| gone(prefix, p)) {
+            if !slot.paths().iter().any(|p| gone(&prefix, p)) {
                 continue;
             }
             let before = slot.best();
             slot.take_where(
-                |p| gone(prefix, p),
+                |p| gone(&prefix, p),
                 |p| *removed.entry(p.source.address).or_default() += 1,
             );
-            touched.push((*prefix, before));
+            touched.push((prefix, before));
         }
         for (peer, n) in removed {
             self.count(peer, 0, n);
@@ -433,7 +487,7 @@ impl Rib {
         touched.dedup_by_key(|(p, _)| *p);
         let mut changes = Vec::with_capacity(touched.len());
         for (prefix, before) in touched {
-            let now = match self.table.entry(prefix) {
+            let now = match self.table.entry(Key::from(prefix)) {
                 Entry::Occupied(mut e) => {
                     let now = e.get_mut().settle(self.max_paths);
                     if now.is_none() {

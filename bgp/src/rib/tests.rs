@@ -548,3 +548,30 @@ fn the_loc_rib_in_pieces_is_the_whole_table_once_in_order() {
     }
     assert_eq!(seen, prefixes);
 }
+
+#[test]
+fn table_keys_keep_the_prefix_order_and_give_the_prefix_back() {
+    let mut nets: Vec<IpNet> = [
+        "0.0.0.0/0",
+        "198.18.0.0/15",
+        "198.18.0.0/26",
+        "198.18.0.64/26",
+        "198.18.0.1/32",
+        "255.255.255.255/32",
+        "::/0",
+        "2001:db8::/32",
+        "2001:db8::/64",
+        "2001:db8:8000::/64",
+        "2001:db8::1/128",
+        "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128",
+    ]
+    .iter()
+    .map(|s| s.parse().unwrap_or_else(|e| panic!("{s}: {e}")))
+    .collect();
+    nets.reverse();
+    let mut keys: Vec<Key> = nets.iter().map(|n| Key::from(*n)).collect();
+    nets.sort();
+    keys.sort();
+    let back: Vec<IpNet> = keys.into_iter().map(Key::net).collect();
+    assert_eq!(back, nets);
+}

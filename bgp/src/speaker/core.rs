@@ -518,8 +518,8 @@ impl Speaker {
             .rib
             .iter()
             .map(|(p, b)| BestChange {
-                prefix: *p,
-                now: Some(b.clone()),
+                prefix: p,
+                now: Some(b),
             })
             .collect();
         let (mut msgs, texts) = p.export(&self.cfg, &self.origins, &all);

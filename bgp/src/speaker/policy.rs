@@ -176,21 +176,21 @@ pub(super) fn reimport(
     let mut v6 = Vec::new();
     let mut refused = Vec::new();
     for prefix in rib.prefixes() {
-        for path in rib.paths(prefix) {
+        for path in rib.paths(&prefix) {
             if path.source.local || path.source.address != peer {
                 continue;
             }
-            let v = program.evaluate(&bgp_facts(*prefix, &path.attrs, kind));
+            let v = program.evaluate(&bgp_facts(prefix, &path.attrs, kind));
             if v.accepted() {
                 continue;
             }
             refused.push(Refused {
-                prefix: *prefix,
+                prefix,
                 path_id: path.path_id,
                 label: program.label(v.decided_by).to_string(),
             });
             let n = Nlri {
-                prefix: *prefix,
+                prefix,
                 path_id: (path.path_id != 0).then_some(path.path_id),
             };
             if prefix.addr().is_ipv4() {

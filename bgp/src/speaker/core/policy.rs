@@ -151,15 +151,15 @@ impl Speaker {
             return "new export policy: applies to the table still to be sent".into();
         }
         if p.stalled || !p.deferred.is_empty() {
-            p.deferred.extend(self.rib.prefixes().copied());
+            p.deferred.extend(self.rib.prefixes());
             return "new export policy: the peer is not reading; applies once it does".into();
         }
         let all: Vec<BestChange> = self
             .rib
             .iter()
             .map(|(prefix, b)| BestChange {
-                prefix: *prefix,
-                now: Some(b.clone()),
+                prefix,
+                now: Some(b),
             })
             .collect();
         let (msgs, texts) = p.export(&self.cfg, &self.origins, &all);

@@ -21,7 +21,7 @@ use super::Speaker;
 impl Speaker {
     /// The current Loc-RIB.
     pub fn routes(&self) -> Vec<(IpNet, Best)> {
-        self.rib.iter().map(|(p, b)| (*p, b)).collect()
+        self.rib.iter().collect()
     }
 
     /// Up to `n` Loc-RIB entries after `after`, in prefix order (see
@@ -34,7 +34,7 @@ impl Speaker {
     pub fn paths(&self) -> Vec<(IpNet, Vec<Arc<Path>>)> {
         self.rib
             .prefixes()
-            .map(|p| (*p, self.rib.paths(p).to_vec()))
+            .map(|p| (p, self.rib.paths(&p).to_vec()))
             .collect()
     }
 
@@ -144,7 +144,7 @@ impl Speaker {
             // Only when it holds any: a peer with none costs no walk of the table.
             None if self.rib.paths_from(ip) > 0 => {
                 for (w, b) in self.rib.iter() {
-                    of_prefix(*w, &b.best);
+                    of_prefix(w, &b.best);
                 }
             }
             None => {}
