@@ -31,6 +31,8 @@ use ipnet::IpNet;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use installed::Receipt;
+
 use crate::diag::{Finding, PeerFacts, Resolution};
 use crate::reconcile::{self, repair, settle, tunnel, Refusals, Sent, Unwanted, TUNNEL_DEVICE};
 use crate::{ApplyReport, Fib, FibError, Route, RouteChange, RouteFailure};
@@ -639,37 +641,5 @@ impl<B: Backend> Task<B> {
         let rest: Vec<IpNet> = all.into_iter().filter(|p| !repaired.contains(p)).collect();
         self.apply(back).await;
         self.sync(&rest).await;
-    }
-}
-
-/// What the task keeps of a change it sent (see [`Task::apply`]).
-enum Receipt {
-    /// A route added or replaced: `None` when it is the wanted route itself.
-    Put(IpNet, Option<Box<Route>>),
-    /// A route deleted.
-    Delete(IpNet),
-}
-
-impl Receipt {
-    fn of(c: &RouteChange, wanted: &BTreeMap<IpNet, Route>) -> Receipt {
-        match c {
-            RouteChange::Add(r) | RouteChange::Replace(r) => {
-                let copy = (wanted.get(&r.prefix) != Some(r)).then(|| Box::new(r.clone()));
-                Receipt::Put(r.prefix, copy)
-            }
-            RouteChange::Delete { prefix, .. } => Receipt::Delete(*prefix),
-        }
-    }
-}
-
-impl Sent for Receipt {
-    fn prefix(&self) -> IpNet {
-        match self {
-            Receipt::Put(p, _) | Receipt::Delete(p) => *p,
-        }
-    }
-
-    fn is_delete(&self) -> bool {
-        matches!(self, Receipt::Delete(_))
     }
 }

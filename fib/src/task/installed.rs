@@ -6,13 +6,14 @@
 //!
 //! The one rule that keeps the marker true: before a wanted route changes, a kernel
 //! entry that points at it takes the old route as its own copy
-//! ([`Installed::wanted_changes`]).
+//! ([`Installed::wanted_changes`]). A kernel batch updates it from [`Receipt`]s.
 
 use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 
-use crate::Route;
+use crate::reconcile::Sent;
+use crate::{Route, RouteChange};
 
 /// One prefix's route in the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +129,39 @@ impl Installed {
     /// How many routes.
     pub(crate) fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// What the FIB task keeps of a change it sent, instead of a copy of it (the backend
+/// takes the changes): enough to update [`Installed`] once the kernel answered.
+pub(crate) enum Receipt {
+    /// A route added or replaced: `None` when it is the wanted route itself.
+    Put(IpNet, Option<Box<Route>>),
+    /// A route deleted.
+    Delete(IpNet),
+}
+
+impl Receipt {
+    pub(crate) fn of(c: &RouteChange, wanted: &BTreeMap<IpNet, Route>) -> Receipt {
+        match c {
+            RouteChange::Add(r) | RouteChange::Replace(r) => {
+                let copy = (wanted.get(&r.prefix) != Some(r)).then(|| Box::new(r.clone()));
+                Receipt::Put(r.prefix, copy)
+            }
+            RouteChange::Delete { prefix, .. } => Receipt::Delete(*prefix),
+        }
+    }
+}
+
+impl Sent for Receipt {
+    fn prefix(&self) -> IpNet {
+        match self {
+            Receipt::Put(p, _) | Receipt::Delete(p) => *p,
+        }
+    }
+
+    fn is_delete(&self) -> bool {
+        matches!(self, Receipt::Delete(_))
     }
 }
 
