@@ -449,8 +449,20 @@ fn replay(input: &str) -> String {
                     continue;
                 }
                 let now = r.start + offset(t);
-                let input = r.input(&words[1..]);
-                for o in r.speaker.handle(now, input) {
+                // `a | b | c`: several inputs taken as one batch.
+                let rest: Vec<&str> = line.splitn(2, ' ').skip(1).collect();
+                let parts: Vec<&str> = rest.first().map_or(vec![], |r| r.split(" | ").collect());
+                let outputs = if parts.len() > 1 {
+                    let inputs: Vec<Input> = parts
+                        .iter()
+                        .map(|p| r.input(&p.split_whitespace().collect::<Vec<_>>()))
+                        .collect();
+                    r.speaker.handle_batch(now, inputs)
+                } else {
+                    let input = r.input(&words[1..]);
+                    r.speaker.handle(now, input)
+                };
+                for o in outputs {
                     r.output(&o, &mut out);
                 }
             }

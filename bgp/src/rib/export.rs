@@ -16,6 +16,7 @@
 //! gets a next hop on the network it shares with the peer. Otherwise, and towards
 //! iBGP peers, it is the configured address of the family (`local_v4` / `local_v6`).
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -331,7 +332,20 @@ impl AdjRibOut {
         changes: &[BestChange],
         tx: &CodecOptions,
     ) -> Result<Vec<Bytes>, EncodeError> {
-        let mut announce: HashMap<Arc<Exported>, Vec<Nlri>> = HashMap::new();
+        self.apply_with(changes, tx, &mut ExportMemo::new(&mut Exports::default()))
+    }
+
+    /// [`AdjRibOut::apply`], with exports shared through `memo` with the other peers
+    /// the same changes go to.
+    pub fn apply_with(
+        &mut self,
+        changes: &[BestChange],
+        tx: &CodecOptions,
+        memo: &mut ExportMemo<'_>,
+    ) -> Result<Vec<Bytes>, EncodeError> {
+        // Keyed by address: the memo makes equal exports one `Arc`.
+        let mut announce: HashMap<*const Exported, (Arc<Exported>, Vec<Nlri>)> = HashMap::new();
+        let class = memo.class(&self.policy);
         let mut withdraw: BTreeMap<Family, Vec<Nlri>> = BTreeMap::new();
         // An iBGP peer that is not reflected to takes no iBGP-learnt path: in a mesh
         // of a thousand nodes that is nearly every (change, peer) pair, so it is
@@ -354,23 +368,35 @@ impl AdjRibOut {
                 continue;
             }
             if self.add_path.contains(&family) {
-                self.apply_add_path(c, family, &mut announce, &mut withdraw);
+                let (groups, gone) = (&mut announce, &mut withdraw);
+                self.apply_add_path(c, family, (memo, class), groups, gone);
                 continue;
             }
-            let new = c.now.as_ref().and_then(|b| export(&b.best, &self.policy));
+            let new = c
+                .now
+                .as_ref()
+                .and_then(|b| memo.export(&b.best, &self.policy, class));
             match new {
                 Some(e) => {
-                    if self.sent.get(&c.prefix).is_some_and(|old| **old == e) {
-                        continue;
+                    // One search of what was sent: it is the hot path of a reflector.
+                    match self.sent.entry(c.prefix) {
+                        Entry::Occupied(o) if Arc::ptr_eq(o.get(), &e) || **o.get() == *e => {
+                            continue
+                        }
+                        // Prefixes with equal exports share one copy, in the UPDATE
+                        // groups and in what is remembered as sent (across peers too).
+                        Entry::Occupied(mut o) => {
+                            o.insert(Arc::clone(&e));
+                        }
+                        Entry::Vacant(v) => {
+                            v.insert(Arc::clone(&e));
+                        }
                     }
-                    // Prefixes with equal exports share one copy, in the UPDATE
-                    // groups and in what is remembered as sent.
-                    let e = match announce.get_key_value(&e) {
-                        Some((k, _)) => Arc::clone(k),
-                        None => Arc::new(e),
-                    };
-                    self.sent.insert(c.prefix, Arc::clone(&e));
-                    announce.entry(e).or_default().push(Nlri::new(c.prefix));
+                    announce
+                        .entry(Arc::as_ptr(&e))
+                        .or_insert_with(|| (e, Vec::new()))
+                        .1
+                        .push(Nlri::new(c.prefix));
                 }
                 None => {
                     if self.sent.remove(&c.prefix).is_some() {
@@ -387,7 +413,7 @@ impl AdjRibOut {
             pack::withdrawals(fam, &list, tx, &mut out)?;
         }
         // Deterministic order: by first prefix.
-        let mut groups: Vec<(Arc<Exported>, Vec<Nlri>)> = announce.into_iter().collect();
+        let mut groups: Vec<(Arc<Exported>, Vec<Nlri>)> = announce.into_values().collect();
         groups.sort_by_key(|(_, l)| l.first().map(|n| n.prefix));
         for (e, list) in groups {
             self.encode_group(&e, &list, tx, &mut out)?;
@@ -403,10 +429,11 @@ impl AdjRibOut {
         &mut self,
         c: &BestChange,
         family: Family,
-        announce: &mut HashMap<Arc<Exported>, Vec<Nlri>>,
+        (memo, class): (&mut ExportMemo<'_>, usize),
+        announce: &mut HashMap<*const Exported, (Arc<Exported>, Vec<Nlri>)>,
         withdraw: &mut BTreeMap<Family, Vec<Nlri>>,
     ) {
-        let wanted: Vec<((IpAddr, u32), Exported)> = match &c.now {
+        let wanted: Vec<((IpAddr, u32), Arc<Exported>)> = match &c.now {
             Some(b) => {
                 let set: Vec<&Arc<Path>> = if b.multipath.is_empty() {
                     vec![&b.best]
@@ -415,7 +442,8 @@ impl AdjRibOut {
                 };
                 set.into_iter()
                     .filter_map(|p| {
-                        export(p, &self.policy).map(|e| ((p.source.address, p.path_id), e))
+                        memo.export(p, &self.policy, class)
+                            .map(|e| ((p.source.address, p.path_id), e))
                     })
                     .collect()
             }
@@ -439,7 +467,7 @@ impl AdjRibOut {
         let mut now = Vec::new();
         for (key, e) in wanted {
             let kept = old.iter().find(|sp| sp.key == key);
-            if let Some(sp) = kept.filter(|sp| *sp.export == e) {
+            if let Some(sp) = kept.filter(|sp| *sp.export == *e) {
                 now.push(sp.clone());
                 continue;
             }
@@ -451,11 +479,14 @@ impl AdjRibOut {
                     id
                 }
             };
-            let e = Arc::new(e);
-            announce.entry(Arc::clone(&e)).or_default().push(Nlri {
-                prefix: c.prefix,
-                path_id: Some(id),
-            });
+            announce
+                .entry(Arc::as_ptr(&e))
+                .or_insert_with(|| (Arc::clone(&e), Vec::new()))
+                .1
+                .push(Nlri {
+                    prefix: c.prefix,
+                    path_id: Some(id),
+                });
             now.push(SentPath { key, id, export: e });
         }
         match now.first() {
@@ -521,5 +552,8 @@ impl AdjRibOut {
     }
 }
 
+mod memo;
 #[cfg(test)]
 mod tests;
+
+pub use memo::{ExportMemo, Exports};

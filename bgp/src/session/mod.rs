@@ -464,8 +464,27 @@ impl Driver {
         let mut pending = vec![first];
         while let Some(ev) = pending.pop() {
             let actions = self.fsm.handle(ev, std::time::Instant::now());
+            // Messages are queued as they come and written once per batch of actions:
+            // a batch of UPDATEs from the speaker is one write, not one per message.
+            let mut queued = false;
             for a in actions {
+                if let Action::Send(b) = &a {
+                    self.out.extend_from_slice(b);
+                    queued = true;
+                    continue;
+                }
+                if queued {
+                    queued = false;
+                    if let Some(next) = self.flush().unwrap_or(Some(Event::TcpFailed)) {
+                        pending.push(next);
+                    }
+                }
                 if let Some(next) = self.act(a).await {
+                    pending.push(next);
+                }
+            }
+            if queued {
+                if let Some(next) = self.flush().unwrap_or(Some(Event::TcpFailed)) {
                     pending.push(next);
                 }
             }

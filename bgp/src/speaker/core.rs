@@ -25,7 +25,7 @@ use ipnet::IpNet;
 
 use crate::fsm::Negotiated;
 use crate::policy::{PeerPolicy, RouteSource};
-use crate::rib::export::AdjRibOut;
+use crate::rib::export::{AdjRibOut, ExportMemo, Exports};
 use crate::rib::{BestChange, PeerSource, Rib};
 use crate::session::{DriverConfig, SessionEvent};
 use crate::wire::{
@@ -137,6 +137,11 @@ pub struct Speaker {
     origins: OwnRoutes,
     /// Draining (`tern drain`): every export carries GRACEFUL_SHUTDOWN.
     draining: bool,
+    /// Inside [`Speaker::handle_batch`]: the prefixes whose Loc-RIB changes wait to be
+    /// sent together.
+    batch: Option<Vec<IpNet>>,
+    /// What peers were sent, each distinct export once.
+    exports: Exports,
     out: Vec<Output>,
 }
 
@@ -176,6 +181,8 @@ impl Speaker {
             me,
             origins: OwnRoutes::new(),
             draining: false,
+            batch: None,
+            exports: Exports::default(),
             out: Vec::new(),
         };
         (speaker, out)
@@ -522,7 +529,12 @@ impl Speaker {
                 now: Some(b),
             })
             .collect();
-        let (mut msgs, texts) = p.export(&self.cfg, &self.origins, &all);
+        let (mut msgs, texts) = p.export(
+            &self.cfg,
+            &self.origins,
+            &all,
+            &mut ExportMemo::new(&mut self.exports),
+        );
         for f in &negotiated.families {
             if let Ok(b) = Message::Update(Update::end_of_rib(*f)).encode(&negotiated.tx) {
                 msgs.push(b);

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use ipnet::IpNet;
 
 use crate::fsm::{Negotiated, SessionConfig, OPEN_HOLD_TIME};
-use crate::rib::export::{AdjRibOut, ExportPolicy};
+use crate::rib::export::{AdjRibOut, ExportMemo, ExportPolicy};
 use crate::rib::import::{ImportPolicy, Rejection};
 use crate::rib::{BestChange, PeerSource, Rib};
 use crate::session::{self, DriverConfig};
@@ -154,12 +154,16 @@ impl Peer {
         spk: &SpeakerConfig,
         own: &OwnRoutes,
         changes: &[BestChange],
+        memo: &mut ExportMemo<'_>,
     ) -> (Vec<Bytes>, Vec<String>) {
         let Some(out) = self.out.as_mut() else {
             return (Vec::new(), Vec::new());
         };
         let Some(pol) = self.cfg.policy.as_deref() else {
-            let msgs = out.rib.apply(changes, &out.tx).unwrap_or_default();
+            let msgs = out
+                .rib
+                .apply_with(changes, &out.tx, memo)
+                .unwrap_or_default();
             self.updates_out += msgs.len() as u64;
             return (msgs, Vec::new());
         };
@@ -173,7 +177,10 @@ impl Peer {
         };
         let mut refused = Vec::new();
         let filtered = view.changes(changes, &mut refused);
-        let msgs = out.rib.apply(&filtered, &out.tx).unwrap_or_default();
+        let msgs = out
+            .rib
+            .apply_with(&filtered, &out.tx, memo)
+            .unwrap_or_default();
         self.updates_out += msgs.len() as u64;
         (msgs, self.refused(true, refused))
     }

@@ -25,6 +25,9 @@ use crate::session::{self, Command, DriverConfig, SessionEvent, SessionHandle};
 use super::core::{Control, Input, Output, Speaker, TimerId};
 use super::{RibNews, SpeakerCommand, SpeakerConfig, SpeakerEvent};
 
+/// Session events taken as one batch at most ([`Speaker::handle_batch`]).
+const BATCH: usize = 512;
+
 /// How the driver reaches one session: a real session task, or (for tests of the
 /// driver) a bare channel whose other end the test reads.
 #[derive(Debug, Clone)]
@@ -159,7 +162,19 @@ impl Driver {
                     }
                     Some(c) => self.command(c).await,
                 },
-                Some(e) = sessions.recv() => self.input(Input::Session(e)).await,
+                Some(e) = sessions.recv() => {
+                    // What else the sessions have said meanwhile goes in the same
+                    // batch (bounded, so a busy speaker still sees its timers).
+                    let mut batch = vec![Input::Session(e)];
+                    while batch.len() < BATCH {
+                        match sessions.try_recv() {
+                            Ok(e) => batch.push(Input::Session(e)),
+                            Err(_) => break,
+                        }
+                    }
+                    let outputs = self.core.handle_batch(Instant::now().into_std(), batch);
+                    self.run_outputs(outputs).await;
+                }
                 Some(r) = refused.recv() => {
                     let _ = self.events.send(SpeakerEvent::Refused(r.from)).await;
                 }

@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::policy::{Decision, PeerPolicy, PeerType, Program};
+use crate::rib::export::ExportMemo;
 use crate::rib::{BestChange, PeerSource};
 use crate::wire::Update;
 
@@ -162,7 +163,12 @@ impl Speaker {
                 now: Some(b),
             })
             .collect();
-        let (msgs, texts) = p.export(&self.cfg, &self.origins, &all);
+        let (msgs, texts) = p.export(
+            &self.cfg,
+            &self.origins,
+            &all,
+            &mut ExportMemo::new(&mut self.exports),
+        );
         let address = p.cfg.address;
         let text = format!(
             "new export policy: {} UPDATE(s) of differences sent",

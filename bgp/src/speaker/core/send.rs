@@ -1,18 +1,73 @@
 //! Sending, with flow control: Loc-RIB changes to every established peer that takes
 //! commands (only their prefixes noted for one that does not), and what waits for a
-//! session once it takes commands again.
+//! session once it takes commands again. Several sessions' UPDATEs taken as one batch
+//! ([`Speaker::handle_batch`]) send their changes once: a reflector with a thousand
+//! clients otherwise writes a small UPDATE to every client for every UPDATE it gets.
 
 use std::net::IpAddr;
+use std::time::Instant;
 
-use crate::rib::{export, BestChange};
+use crate::rib::export::{self, ExportMemo};
+use crate::rib::BestChange;
+use crate::session::SessionEvent;
 
-use super::{Output, RibNews, Speaker, SpeakerEvent};
+use super::{Input, Output, RibNews, Speaker, SpeakerEvent};
 
 impl Speaker {
+    /// Takes `inputs` at `now` as [`Speaker::handle`] would one after the other, except
+    /// that the Loc-RIB changes of consecutive UPDATEs (End-of-RIB markers excepted)
+    /// are sent together, at the Loc-RIB's state after the last of them: each peer
+    /// gets one batch of packed UPDATEs instead of one per UPDATE received. Any other
+    /// input sends what waits before it is handled, so no output moves across it.
+    pub fn handle_batch(
+        &mut self,
+        now: Instant,
+        inputs: impl IntoIterator<Item = Input>,
+    ) -> Vec<Output> {
+        let mut out = Vec::new();
+        for input in inputs {
+            let mergeable = matches!(
+                &input,
+                Input::Session(SessionEvent::Update { update, .. })
+                    if update.end_of_rib_family().is_none()
+            );
+            if mergeable {
+                self.batch.get_or_insert_with(Vec::new);
+            } else {
+                self.end_batch();
+            }
+            out.extend(self.handle(now, input));
+        }
+        self.end_batch();
+        out.append(&mut self.out);
+        out
+    }
+
+    /// Sends the changes a batch has collected.
+    fn end_batch(&mut self) {
+        let Some(mut prefixes) = self.batch.take() else {
+            return;
+        };
+        prefixes.sort_unstable();
+        prefixes.dedup();
+        let changes = prefixes
+            .into_iter()
+            .map(|prefix| BestChange {
+                now: self.rib.best(&prefix),
+                prefix,
+            })
+            .collect();
+        self.propagate(changes);
+    }
+
     /// Sends Loc-RIB changes to every established peer that takes commands (noting
     /// only the prefixes for those that do not), and to whoever installs routes.
     pub(super) fn propagate(&mut self, changes: Vec<BestChange>) {
         if changes.is_empty() {
+            return;
+        }
+        if let Some(batch) = self.batch.as_mut() {
+            batch.extend(changes.iter().map(|c| c.prefix));
             return;
         }
         // Changes of only iBGP-learnt paths (a mesh peer's routes): a peer that takes
@@ -21,6 +76,7 @@ impl Speaker {
         let ibgp_only = changes.iter().all(export::ibgp_learnt_only);
         let lo = changes.iter().map(|c| c.prefix).min();
         let hi = changes.iter().map(|c| c.prefix).max();
+        let mut memo = ExportMemo::new(&mut self.exports);
         for (ip, p) in self.peers.iter_mut() {
             let Some(out) = p.out.as_ref() else {
                 continue;
@@ -37,7 +93,7 @@ impl Speaker {
                     continue;
                 }
             }
-            let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes);
+            let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes, &mut memo);
             if !msgs.is_empty() {
                 self.out.push(Output::Send(*ip, msgs));
             }
@@ -70,7 +126,8 @@ impl Speaker {
                     now: self.rib.best(&prefix),
                 })
                 .collect();
-            let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes);
+            let memo = &mut ExportMemo::new(&mut self.exports);
+            let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes, memo);
             if !msgs.is_empty() {
                 self.out.push(Output::Send(ip, msgs));
             }
