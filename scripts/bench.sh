@@ -2,9 +2,9 @@
 # The side-by-side benchmark of the README: tern, BIRD 2, FRR and GoBGP (and the null
 # daemon, the injector's ceiling) on the same loads in network namespaces, alternating,
 # with median (min-max) figures. Needs root; installs the daemons if missing.
-#   scripts/bench.sh                 the README's set (about 20 min on 2 cores)
+#   scripts/bench.sh                 the README's set (about 35 min on 2 cores)
 #   scripts/bench.sh SCENARIO...     others, e.g. prefixes:10000 peers:50
-# Output: the tables on stdout and target/tmp/bench{,-rib,-large,-rib-large}.json,
+# Output: the tables on stdout and target/tmp/bench{,-rib,-large,-rib-large,-scale,-reflector}.json,
 # all tables in target/tmp/bench.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +28,11 @@ if [ $full = 1 ]; then
     --json target/tmp/bench-large.json | tee -a target/tmp/bench.txt
   target/release/tern-lab bench rib:1000000 --reps 1 --poll-ms 10 \
     --json target/tmp/bench-rib-large.json | tee -a target/tmp/bench.txt
+  # Scale: a 5,000-node mesh (IPv6) against BIRD, the reference; and a route reflector
+  # with 1,000 clients (each client decodes what it is sent; RIB only, pinned to one
+  # core), where GoBGP alone takes about 9 minutes.
+  target/release/tern-lab bench peers:5000 --daemons tern,bird --reps 1 \
+    --json target/tmp/bench-scale.json | tee -a target/tmp/bench.txt
+  target/release/tern-lab bench reflector:1000 --daemons tern,bird,frr,gobgp --reps 1 \
+    --json target/tmp/bench-reflector.json | tee -a target/tmp/bench.txt
 fi

@@ -148,3 +148,53 @@ fn tern_takes_a_full_table_over_a_lossy_session() {
         r.metrics["converge_s"], r.metrics["fib_s"], r.metrics["withdraw_s"]
     );
 }
+
+/// The reflector scenario: each daemon, as the route reflector of a few clients, must
+/// hand every client every other client's routes (each client decodes and counts what
+/// it is sent), nothing outside the load, and take them all back on withdrawal.
+#[test]
+fn every_daemon_reflects_to_all_clients() {
+    let test = "every_daemon_reflects_to_all_clients";
+    if let Err(reason) = tern_interop::lab_available() {
+        tern_interop::skip_or_fail(test, &reason);
+        return;
+    }
+    let daemons = [DutKind::Tern, DutKind::Bird, DutKind::Frr, DutKind::Gobgp];
+    for d in daemons {
+        if let Some(p) = d.programs().iter().find(|p| !tern_interop::have_program(p)) {
+            tern_interop::skip_or_fail(test, &format!("{p} is not installed"));
+            return;
+        }
+    }
+    let opts = BenchOpts {
+        scenarios: vec![Scenario::Reflector(5)],
+        daemons: daemons.to_vec(),
+        reps: 1,
+        dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-reflector"),
+        tern: PathBuf::from(env!("CARGO_BIN_EXE_tern")),
+        prefix: "tbr-".into(),
+        poll: Duration::from_millis(50),
+        timeout: Duration::from_secs(90),
+        loss_percent: 0,
+        rto_min_ms: None,
+    };
+    let runs = bench::run_all(&opts, |r| eprintln!("{r:?}"));
+    assert_eq!(runs.len(), daemons.len());
+    for r in &runs {
+        assert!(r.error.is_none(), "{}: {:?}", r.daemon, r.error);
+        for k in ["reflect_s", "withdraw_reflect_s"] {
+            assert!(
+                r.metrics.contains_key(k),
+                "{}: no {k}: {:?}",
+                r.daemon,
+                r.metrics
+            );
+        }
+        assert_eq!(
+            r.metrics.get("unknown_received"),
+            Some(&0.0),
+            "{} sent prefixes outside the load",
+            r.daemon
+        );
+    }
+}

@@ -178,6 +178,7 @@ fn kill_9_during_a_full_table_transfer_loses_nothing_and_leaves_nothing_stale() 
         peers: vec![(addr, asn)],
         tern: PathBuf::from(TERN),
         frr_graceful_restart: false,
+        reflector: false,
     };
     let dut = Dut::start(&dut_ns, &spec, false).expect("start tern");
     let mut rig = Rig {

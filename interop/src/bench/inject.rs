@@ -27,6 +27,7 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch, Notify};
 
+use super::reflect::{Held, Universe};
 use crate::netns::Netns;
 use crate::{Error, Result};
 
@@ -265,6 +266,12 @@ struct Shared {
     /// Per peer: the last phase sequence number fully written, and when.
     written: Mutex<Vec<(u64, Option<Instant>)>>,
     errors: Mutex<Vec<String>>,
+    /// The load, when the peers count what the daemon sends them (a reflector run).
+    universe: Option<Arc<Universe>>,
+    /// Per peer: distinct prefixes of the load it holds from the daemon.
+    held: Vec<AtomicUsize>,
+    /// Prefixes received that are not in the load, all peers together.
+    unknown: AtomicUsize,
 }
 
 impl Shared {
@@ -291,8 +298,20 @@ impl Injector {
     /// Starts the peers in `ns`, listening on port 179 of every address (their
     /// addresses must be configured there already). Returns once listening.
     pub fn start(ns: &Netns, peers: Vec<FeedPeer>) -> Result<Injector> {
+        Injector::start_counting(ns, peers, None)
+    }
+
+    /// [`Injector::start`]; with a `universe`, each peer also decodes what the daemon
+    /// sends it and keeps which prefixes of the universe it holds ([`Injector::held`]).
+    pub fn start_counting(
+        ns: &Netns,
+        peers: Vec<FeedPeer>,
+        universe: Option<Arc<Universe>>,
+    ) -> Result<Injector> {
         let shared = Arc::new(Shared {
             written: Mutex::new(vec![(0, None); peers.len()]),
+            held: peers.iter().map(|_| AtomicUsize::new(0)).collect(),
+            universe,
             ..Shared::default()
         });
         let (tx, rx) = watch::channel((0u64, Phase::Idle));
@@ -349,6 +368,24 @@ impl Injector {
             last = last.max(*t);
         }
         last
+    }
+
+    /// In a counting run: the prefixes of other peers that peers still miss, all
+    /// together (0: each holds every other's), and those they hold.
+    pub fn reflected(&self) -> Option<(usize, usize)> {
+        let u = self.shared.universe.as_ref()?;
+        let (mut missing, mut held) = (0, 0);
+        for (i, h) in self.shared.held.iter().enumerate() {
+            let h = h.load(Ordering::Relaxed);
+            missing += u.expected(i).saturating_sub(h);
+            held += h;
+        }
+        Some((missing, held))
+    }
+
+    /// Prefixes peers received that are not in the universe.
+    pub fn unknown_received(&self) -> usize {
+        self.shared.unknown.load(Ordering::Relaxed)
     }
 
     /// Errors the sessions met (at most 20).
@@ -436,16 +473,36 @@ async fn serve(
     mut rx: watch::Receiver<(u64, Phase)>,
 ) -> std::result::Result<(), String> {
     let open = open_message(peer.asn, peer.router_id).map_err(|e| e.to_string())?;
-    let (mut rd, mut wr, _) = handshake(stream, &open).await?;
+    let (mut rd, mut wr, mut buf) = handshake(stream, &open).await?;
     shared.established.fetch_add(1, Ordering::SeqCst);
     let closed = Arc::new(Notify::new());
     let c = closed.clone();
-    // Whatever the daemon sends is read and dropped, so it never blocks on us.
+    let sh = shared.clone();
+    // Whatever the daemon sends is read (and counted, in a reflector run) at once, so
+    // it never blocks on us.
     tokio::spawn(async move {
-        let mut b = vec![0u8; 1 << 16];
-        while let Ok(n) = rd.read(&mut b).await {
-            if n == 0 {
-                break;
+        match sh.universe.clone() {
+            Some(u) => {
+                let mut held = Held::new(&u, index);
+                while let Ok(m) = read_message(&mut rd, &mut buf).await {
+                    if let Message::Update(up) = m {
+                        let unknown = held.unknown;
+                        held.apply(&u, &up);
+                        if let Some(h) = sh.held.get(index) {
+                            h.store(held.count(), Ordering::Relaxed);
+                        }
+                        sh.unknown
+                            .fetch_add(held.unknown - unknown, Ordering::Relaxed);
+                    }
+                }
+            }
+            None => {
+                let mut b = vec![0u8; 1 << 16];
+                while let Ok(n) = rd.read(&mut b).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
             }
         }
         c.notify_one();

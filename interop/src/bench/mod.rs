@@ -14,6 +14,7 @@
 pub mod dut;
 pub mod inject;
 pub mod measure;
+pub mod reflect;
 pub mod report;
 mod run;
 pub mod sink;
@@ -34,6 +35,8 @@ pub const FEED_AS: u32 = 65001;
 pub const MAX_V4_PREFIXES: usize = 1 << 17;
 /// IPv4 peers that fit on the link next to the daemon's address.
 pub const MAX_V4_PEERS: usize = 244;
+/// Peers in one run (IPv6 above [`MAX_V4_PEERS`]); each takes a socket on both sides.
+pub const MAX_PEERS: usize = 10_000;
 
 /// One benchmark scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +51,11 @@ pub enum Scenario {
     /// N iBGP peers (Calico nodes of a full mesh), each announcing one block and ten
     /// borrowed addresses (IPv4 up to 244 peers, IPv6 above), then withdrawing them.
     Peers(usize),
+    /// The same N peers as `Peers`, as route-reflector clients of the daemon (RIB only,
+    /// pinned to one core like `Rib`): each client decodes what the daemon sends it,
+    /// and the run times the reflection to the last client holding every other
+    /// client's routes, then the withdrawal from all of them.
+    Reflector(usize),
     /// N prefixes installed, then the daemon restarted (SIGTERM, start): kernel route
     /// deletions meanwhile, and the time back to a full RIB.
     Restart(usize),
@@ -64,10 +72,11 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    /// Parses `prefixes:N`, `rib:N`, `peers:N`, `restart:N` or `churn:BASE:FLAP:SECS`.
+    /// Parses `prefixes:N`, `rib:N`, `peers:N`, `reflector:N`, `restart:N` or
+    /// `churn:BASE:FLAP:SECS`.
     pub fn parse(s: &str) -> Result<Scenario> {
         let bad = || {
-            Error::Spec(format!("unknown scenario {s:?}: use prefixes:N, rib:N, peers:N, restart:N or churn:BASE:FLAP:SECS"))
+            Error::Spec(format!("unknown scenario {s:?}: use prefixes:N, rib:N, peers:N, reflector:N, restart:N or churn:BASE:FLAP:SECS"))
         };
         let parts: Vec<&str> = s.split(':').collect();
         let num = |i: usize| -> Result<usize> {
@@ -81,6 +90,7 @@ impl Scenario {
             Some("prefixes") if parts.len() == 2 => Scenario::Prefixes(num(1)?),
             Some("rib") if parts.len() == 2 => Scenario::Rib(num(1)?),
             Some("peers") if parts.len() == 2 => Scenario::Peers(num(1)?),
+            Some("reflector") if parts.len() == 2 => Scenario::Reflector(num(1)?),
             Some("restart") if parts.len() == 2 => Scenario::Restart(num(1)?),
             Some("churn") if parts.len() == 4 => Scenario::Churn {
                 base: num(1)?,
@@ -96,9 +106,9 @@ impl Scenario {
                 )));
             }
         }
-        if let Scenario::Peers(n) = sc {
-            if n > 4096 {
-                return Err(Error::Spec("peers: at most 4096".into()));
+        if let Scenario::Peers(n) | Scenario::Reflector(n) = sc {
+            if n > MAX_PEERS {
+                return Err(Error::Spec(format!("{s}: at most {MAX_PEERS} peers")));
             }
         }
         Ok(sc)
@@ -110,6 +120,7 @@ impl Scenario {
             Scenario::Prefixes(n) => format!("prefixes:{n}"),
             Scenario::Rib(n) => format!("rib:{n}"),
             Scenario::Peers(n) => format!("peers:{n}"),
+            Scenario::Reflector(n) => format!("reflector:{n}"),
             Scenario::Restart(n) => format!("restart:{n}"),
             Scenario::Churn { base, flap, secs } => format!("churn:{base}:{flap}:{secs}"),
         }
@@ -132,7 +143,7 @@ impl Scenario {
                 };
                 vec![(addr, FEED_AS, Ipv4Addr::new(198, 51, 100, 100), table)]
             }
-            Scenario::Peers(p) => (0..p)
+            Scenario::Peers(p) | Scenario::Reflector(p) => (0..p)
                 .map(|i| {
                     if p <= MAX_V4_PEERS {
                         let a = peer_v4(i);
@@ -160,7 +171,7 @@ impl Scenario {
 
     /// Whether the daemon installs the table in the kernel (all but `rib:N`).
     pub fn kernel(&self) -> bool {
-        !matches!(self, Scenario::Rib(_))
+        !matches!(self, Scenario::Rib(_) | Scenario::Reflector(_))
     }
 
     /// Prefixes in the whole load.
@@ -170,7 +181,7 @@ impl Scenario {
             | Scenario::Rib(n)
             | Scenario::Restart(n)
             | Scenario::Churn { base: n, .. } => n,
-            Scenario::Peers(p) => 11 * p,
+            Scenario::Peers(p) | Scenario::Reflector(p) => 11 * p,
         }
     }
 }
@@ -207,7 +218,9 @@ fn peer_v4(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 51, 100, u8::try_from(last).unwrap_or(98))
 }
 
-/// The i-th simulated IPv6 peer: 2001:db8:b::1000 upwards.
+/// The i-th simulated IPv6 peer: 2001:db8:b::1:0 upwards. Every one is textually
+/// below the daemon's 2001:db8:b::2 (tern's mesh dials only those, Calico's rule); the
+/// earlier ::1000 upwards crossed it at ::2000, the 4,097th peer.
 fn peer_v6(i: usize) -> Ipv6Addr {
     Ipv6Addr::new(
         0x2001,
@@ -216,8 +229,8 @@ fn peer_v6(i: usize) -> Ipv6Addr {
         0,
         0,
         0,
-        0,
-        0x1000 + u16::try_from(i).unwrap_or(0),
+        1,
+        u16::try_from(i).unwrap_or(0),
     )
 }
 
@@ -312,6 +325,8 @@ mod tests {
             "prefixes:100000",
             "rib:100000",
             "peers:200",
+            "peers:5000",
+            "reflector:1000",
             "restart:1000",
             "churn:10000:1000:60",
         ] {
@@ -329,7 +344,8 @@ mod tests {
             "peers:x",
             "churn:10:20:5",
             "flood:3",
-            "peers:5000",
+            "peers:10001",
+            "reflector:0",
         ] {
             assert!(Scenario::parse(bad).is_err(), "{bad}");
         }
@@ -342,6 +358,7 @@ mod tests {
             Scenario::Prefixes(MAX_V4_PREFIXES + 1),
             Scenario::Peers(MAX_V4_PEERS),
             Scenario::Peers(1000),
+            Scenario::Peers(MAX_PEERS),
         ] {
             let feeds = sc.feeds();
             let mut all = std::collections::HashSet::new();
@@ -370,7 +387,7 @@ mod tests {
                 peer_v4(i)
             );
         }
-        for i in [0, 999, 4095] {
+        for i in 0..MAX_PEERS {
             assert!(
                 peer_v6(i).to_string() < DUT_V6.to_string(),
                 "{}",

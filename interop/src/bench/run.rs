@@ -13,6 +13,7 @@ use ipnet::IpNet;
 use super::dut::{Dut, DutKind, DutSpec, DUT_AS, DUT_V4, DUT_V6};
 use super::inject::{FeedPeer, Injector, Phase};
 use super::measure::{self, proc_stats, FibWatch, ProcStats};
+use super::reflect::Universe;
 use super::{BenchOpts, Scenario};
 use crate::netns::{check_lab_address, Netns};
 use crate::{Error, Result};
@@ -65,12 +66,47 @@ fn add_addresses(ns: &Netns, ifname: &str, cidrs: &[String], dir: &std::path::Pa
         let nodad = if c.contains(':') { " nodad" } else { "" };
         batch.push_str(&format!("addr add {c} dev {ifname}{nodad}\n"));
     }
-    let file = dir.join(format!("{}-addrs.batch", ns.name()));
+    ip_batch(ns, "addrs", &batch, dir)
+}
+
+/// Runs `batch` (`ip` commands, one per line) in `ns`, from a file `dir` keeps.
+fn ip_batch(ns: &Netns, what: &str, batch: &str, dir: &std::path::Path) -> Result<()> {
+    let file = dir.join(format!("{}-{what}.batch", ns.name()));
     std::fs::write(&file, batch).map_err(|source| Error::Spawn {
         command: format!("write {}", file.display()),
         source,
     })?;
     ns.ip(&["-batch", &file.to_string_lossy()]).map(drop)
+}
+
+/// Permanent neighbour entries in `ns` on `ifname` for each of `addrs`, at the MAC of
+/// `other`'s `other_if` (the far end of the veth). The kernel's neighbour table is
+/// shared by every namespace and its limit (`gc_thresh3`, 1,024 by default) can only be
+/// raised in the machine's own namespace: beyond it, resolved entries are evicted and
+/// thousands of peers on one link get "No route to host". Permanent entries are exempt.
+fn pin_neighbours(
+    ns: &Netns,
+    ifname: &str,
+    other: &Netns,
+    other_if: &str,
+    addrs: &[IpAddr],
+    dir: &std::path::Path,
+) -> Result<()> {
+    let out = other.exec("cat", &[&format!("/sys/class/net/{other_if}/address")])?;
+    let mac = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if mac.split(':').count() != 6 {
+        return Err(Error::Lab(format!(
+            "no MAC address for {other_if} in {}: {mac:?}",
+            other.name()
+        )));
+    }
+    let mut batch = String::new();
+    for a in addrs {
+        batch.push_str(&format!(
+            "neigh replace {a} lladdr {mac} dev {ifname} nud permanent\n"
+        ));
+    }
+    ip_batch(ns, "neigh", &batch, dir)
 }
 
 /// Drops `percent` % of the BGP packets in and out of `ns` at random (a lossy
@@ -168,8 +204,15 @@ pub(super) fn run_one(
         .collect::<Result<Vec<_>>>()?;
     m.insert("encode_s".into(), secs(t_enc, Instant::now()));
 
+    let reflector = matches!(sc, Scenario::Reflector(_));
+    if reflector && kind == DutKind::Null {
+        return Err(Error::Spec(
+            "the null daemon reflects nothing: leave it out of reflector runs".into(),
+        ));
+    }
+    let universe = reflector.then(|| Arc::new(Universe::new(feeds.iter().map(|f| f.3.as_slice()))));
     let (dut_ns, inj_ns) = namespaces(opts, &feeds, &dir, m)?;
-    let inj = Injector::start(&inj_ns, peers)?;
+    let inj = Injector::start_counting(&inj_ns, peers, universe)?;
     let watch = match kind.fib_protocol().filter(|_| sc.kernel()) {
         Some(p) => Some(FibWatch::start(&dut_ns, p)?),
         None => None,
@@ -180,6 +223,7 @@ pub(super) fn run_one(
         peers: feeds.iter().map(|(a, asn, ..)| (*a, *asn)).collect(),
         tern: opts.tern.clone(),
         frr_graceful_restart: matches!(sc, Scenario::Restart(_)),
+        reflector,
     };
     let t_start = Instant::now();
     let dut = Dut::start_with(&dut_ns, &spec, false, sc.kernel())?;
@@ -245,18 +289,30 @@ fn measure(
 
     // Announce everything.
     let (seq, t0) = rig.inj.set_phase(Phase::Full);
-    let mut rib_at = None;
+    let (mut rib_at, mut reflected_at) = (None, None);
     let t_done = poll_until("the whole table", opts.timeout, opts.poll, || {
         if rib_at.is_none() && rib(&rig.dut).is_some_and(|c| c >= base + n64) {
             rib_at = Some(Instant::now());
+        }
+        match rig.inj.reflected() {
+            Some((0, _)) if reflected_at.is_none() => reflected_at = Some(Instant::now()),
+            Some(_) if reflected_at.is_none() => return Ok(false),
+            _ => {}
         }
         let f = fib(&rig.watch);
         Ok(rib_at.is_some() && (rig.watch.is_none() || f.added >= n64))
     })
     .map_err(|e| {
         let f = fib(&rig.watch);
+        let clients = match rig.inj.reflected() {
+            Some((missing, held)) => format!(
+                ", clients hold {held} and miss {missing} (and got {} not in the load)",
+                rig.inj.unknown_received()
+            ),
+            None => String::new(),
+        };
         Error::Lab(format!(
-            "{e}: RIB {} of {n}, FIB {} added{}",
+            "{e}: RIB {} of {n}, FIB {} added{}{clients}",
             rig.dut
                 .rib_count()
                 .map(|c| c.saturating_sub(base))
@@ -267,6 +323,10 @@ fn measure(
     })?;
     let s1 = proc_stats(&pids);
     m.insert("converge_s".into(), secs(t0, rib_at.unwrap_or(t_done)));
+    if let Some(t) = reflected_at {
+        m.insert("reflect_s".into(), secs(t0, t));
+        m.insert("unknown_received".into(), rig.inj.unknown_received() as f64);
+    }
     if rig.watch.is_some() {
         let f = fib(&rig.watch);
         m.insert("fib_s".into(), secs(t0, f.last.unwrap_or(t_done)));
@@ -295,7 +355,9 @@ fn measure(
         empty_rss: s0.rss,
     };
     match *sc {
-        Scenario::Prefixes(_) | Scenario::Peers(_) => withdraw(opts, rig, &table, m),
+        Scenario::Prefixes(_) | Scenario::Peers(_) | Scenario::Reflector(_) => {
+            withdraw(opts, rig, &table, m)
+        }
         Scenario::Rib(_) => settle(opts, &table, s0, rib_at.unwrap_or(t_done), m),
         Scenario::Restart(_) => restart(opts, rig, &table, m, timeline),
         Scenario::Churn {
@@ -325,15 +387,19 @@ fn namespaces(
         })
         .collect();
     add_addresses(&inj_ns, "i0", &cidrs, dir)?;
-    // Room for a million IPv6 routes and a thousand neighbours; where the kernel keeps
-    // these per namespace. Failures leave the defaults (the run may then fail loudly).
-    for s in [
-        "net.ipv6.route.max_size=4194304",
-        "net.ipv6.neigh.default.gc_thresh3=8192",
-        "net.ipv4.neigh.default.gc_thresh3=8192",
-    ] {
-        let _ = dut_ns.exec("sysctl", &["-qw", s]);
-    }
+    let peer_addrs: Vec<IpAddr> = feeds.iter().map(|f| f.0).collect();
+    pin_neighbours(&dut_ns, "d0", &inj_ns, "i0", &peer_addrs, dir)?;
+    pin_neighbours(
+        &inj_ns,
+        "i0",
+        &dut_ns,
+        "d0",
+        &[IpAddr::V4(DUT_V4), IpAddr::V6(DUT_V6)],
+        dir,
+    )?;
+    // Room for a million IPv6 routes (per namespace; a failure leaves the default and
+    // the run may then fail loudly).
+    let _ = dut_ns.exec("sysctl", &["-qw", "net.ipv6.route.max_size=4194304"]);
     if let Some(ms) = opts.rto_min_ms {
         // Host routes to each end with the attribute: more specific than the link's
         // own route, so they carry every BGP connection.
@@ -445,16 +511,24 @@ fn withdraw(
     let removed0 = fib(&rig.watch).removed;
     let s2 = proc_stats(table.pids);
     let (_, t1) = rig.inj.set_phase(Phase::Empty);
-    let mut rib_at = None;
+    let (mut rib_at, mut clients_at) = (None, None);
     let t_done = poll_until("everything withdrawn", opts.timeout, opts.poll, || {
         if rib_at.is_none() && rib(&rig.dut).is_some_and(|c| c <= table.base) {
             rib_at = Some(Instant::now());
+        }
+        match rig.inj.reflected() {
+            Some((_, 0)) if clients_at.is_none() => clients_at = Some(Instant::now()),
+            Some(_) if clients_at.is_none() => return Ok(false),
+            _ => {}
         }
         let f = fib(&rig.watch);
         Ok(rib_at.is_some() && (rig.watch.is_none() || f.removed >= removed0 + table.n as u64))
     })?;
     let s3 = proc_stats(table.pids);
     m.insert("withdraw_s".into(), secs(t1, rib_at.unwrap_or(t_done)));
+    if let Some(t) = clients_at {
+        m.insert("withdraw_reflect_s".into(), secs(t1, t));
+    }
     if rig.watch.is_some() {
         let f = fib(&rig.watch);
         m.insert("withdraw_fib_s".into(), secs(t1, f.last.unwrap_or(t_done)));

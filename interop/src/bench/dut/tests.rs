@@ -30,6 +30,7 @@ fn spec(peers: Vec<(IpAddr, u32)>) -> DutSpec {
         peers,
         tern: PathBuf::from("tern"),
         frr_graceful_restart: false,
+        reflector: false,
     }
 }
 
@@ -63,4 +64,39 @@ fn rib_only_configurations_leave_the_kernel_alone() {
         100000
     );
     assert_eq!(parse_bgpd_rib_count("{}"), 0);
+}
+
+#[test]
+fn a_reflector_makes_every_peer_a_client_and_exports() {
+    let mut r = spec(vec![
+        ("2001:db8:b::1000".parse().unwrap(), DUT_AS),
+        ("2001:db8:b::1001".parse().unwrap(), DUT_AS),
+    ]);
+    r.reflector = true;
+    let y = r.tern_cluster();
+    assert!(
+        y.contains("nodeToNodeMeshEnabled: false")
+            && y.contains("routeReflectorClusterID: 198.51.100.99")
+            && y.contains("peerSelector: all()")
+            && y.contains("name: peer-1"),
+        "{y}"
+    );
+    let b = r.bird_conf_for(false);
+    assert_eq!(b.matches("rr client;").count(), 2, "{b}");
+    assert!(
+        b.contains("export all;") && !b.contains("export none;"),
+        "{b}"
+    );
+    assert!(r
+        .frr_conf()
+        .contains("neighbor FEED route-reflector-client"));
+    assert_eq!(
+        r.gobgp_conf()
+            .matches("route-reflector-client = true")
+            .count(),
+        2
+    );
+    // Not a reflector: nothing of it.
+    r.reflector = false;
+    assert!(!r.bird_conf().contains("rr client") && !r.tern_cluster().contains("ClusterID"));
 }

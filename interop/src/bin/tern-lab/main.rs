@@ -101,8 +101,10 @@ struct Up {
 struct Bench {
     /// Scenarios: prefixes:N (one eBGP peer, N prefixes, then withdrawn), rib:N (the
     /// same table into the RIB only, no kernel routes, the daemon pinned to one core;
-    /// CPU once settled), peers:N (N mesh peers with a block and ten /32s each),
-    /// restart:N, churn:BASE:FLAP:SECS.
+    /// CPU once settled), peers:N (N mesh peers with a block and ten /32s each, up to
+    /// 10,000), reflector:N (the same peers as route-reflector clients of the daemon,
+    /// RIB only: time until every client holds every other's routes), restart:N,
+    /// churn:BASE:FLAP:SECS.
     #[arg(default_values = ["prefixes:100000", "peers:200"])]
     scenarios: Vec<String>,
     /// Daemons to compare, alternated within each repetition (null: the injector's
