@@ -179,6 +179,19 @@ pub fn ibgp_learnt_only(c: &BestChange) -> bool {
         .is_none_or(|b| ibgp_learnt(&b.best) && b.multipath.iter().all(|p| ibgp_learnt(p)))
 }
 
+/// The prefixes to announce, grouped by their export. Keyed by address: the memo makes
+/// equal exports one `Arc`.
+type Groups = HashMap<*const Exported, (Arc<Exported>, Vec<Nlri>)>;
+
+/// Adds `nlri` to the group of `e`.
+fn group(groups: &mut Groups, e: Arc<Exported>, nlri: Nlri) {
+    groups
+        .entry(Arc::as_ptr(&e))
+        .or_insert_with(|| (e, Vec::new()))
+        .1
+        .push(nlri);
+}
+
 /// What one peer has been sent, and the UPDATEs that bring it up to date.
 #[derive(Debug)]
 pub struct AdjRibOut {
@@ -343,8 +356,7 @@ impl AdjRibOut {
         tx: &CodecOptions,
         memo: &mut ExportMemo<'_>,
     ) -> Result<Vec<Bytes>, EncodeError> {
-        // Keyed by address: the memo makes equal exports one `Arc`.
-        let mut announce: HashMap<*const Exported, (Arc<Exported>, Vec<Nlri>)> = HashMap::new();
+        let mut announce = Groups::new();
         let class = memo.class(&self.policy);
         let mut withdraw: BTreeMap<Family, Vec<Nlri>> = BTreeMap::new();
         // An iBGP peer that is not reflected to takes no iBGP-learnt path: in a mesh
@@ -368,8 +380,8 @@ impl AdjRibOut {
                 continue;
             }
             if self.add_path.contains(&family) {
-                let (groups, gone) = (&mut announce, &mut withdraw);
-                self.apply_add_path(c, family, (memo, class), groups, gone);
+                let memo = (&mut *memo, class);
+                self.apply_add_path(c, family, memo, &mut announce, &mut withdraw);
                 continue;
             }
             let new = c
@@ -392,11 +404,7 @@ impl AdjRibOut {
                             v.insert(Arc::clone(&e));
                         }
                     }
-                    announce
-                        .entry(Arc::as_ptr(&e))
-                        .or_insert_with(|| (e, Vec::new()))
-                        .1
-                        .push(Nlri::new(c.prefix));
+                    group(&mut announce, e, Nlri::new(c.prefix));
                 }
                 None => {
                     if self.sent.remove(&c.prefix).is_some() {
@@ -430,7 +438,7 @@ impl AdjRibOut {
         c: &BestChange,
         family: Family,
         (memo, class): (&mut ExportMemo<'_>, usize),
-        announce: &mut HashMap<*const Exported, (Arc<Exported>, Vec<Nlri>)>,
+        announce: &mut Groups,
         withdraw: &mut BTreeMap<Family, Vec<Nlri>>,
     ) {
         let wanted: Vec<((IpAddr, u32), Arc<Exported>)> = match &c.now {
@@ -479,14 +487,11 @@ impl AdjRibOut {
                     id
                 }
             };
-            announce
-                .entry(Arc::as_ptr(&e))
-                .or_insert_with(|| (Arc::clone(&e), Vec::new()))
-                .1
-                .push(Nlri {
-                    prefix: c.prefix,
-                    path_id: Some(id),
-                });
+            let nlri = Nlri {
+                prefix: c.prefix,
+                path_id: Some(id),
+            };
+            group(announce, Arc::clone(&e), nlri);
             now.push(SentPath { key, id, export: e });
         }
         match now.first() {

@@ -88,15 +88,26 @@ pub struct BestChange {
     pub now: Option<Best>,
 }
 
-/// Distinct attribute sets, each stored once.
-#[derive(Debug, Default)]
-pub struct AttrStore {
-    set: HashSet<Arc<PathAttributes>>,
+/// Distinct values, each stored once and shared (hash-consing).
+#[derive(Debug)]
+pub struct Interner<T> {
+    set: HashSet<Arc<T>>,
 }
 
-impl AttrStore {
+impl<T> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            set: HashSet::new(),
+        }
+    }
+}
+
+/// Distinct attribute sets, each stored once.
+pub type AttrStore = Interner<PathAttributes>;
+
+impl<T: std::hash::Hash + Eq> Interner<T> {
     /// The shared copy of `a`.
-    pub fn intern(&mut self, a: PathAttributes) -> Arc<PathAttributes> {
+    pub fn intern(&mut self, a: T) -> Arc<T> {
         if let Some(x) = self.set.get(&a) {
             return Arc::clone(x);
         }
@@ -105,7 +116,7 @@ impl AttrStore {
         x
     }
 
-    /// Number of distinct attribute sets held.
+    /// Number of distinct values held.
     pub fn len(&self) -> usize {
         self.set.len()
     }
@@ -115,7 +126,7 @@ impl AttrStore {
         self.set.is_empty()
     }
 
-    /// Drops sets no path uses any more; returns how many.
+    /// Drops values nobody else holds any more; returns how many.
     pub fn collect_garbage(&mut self) -> usize {
         let before = self.set.len();
         self.set.retain(|a| Arc::strong_count(a) > 1);

@@ -464,29 +464,20 @@ impl Driver {
         let mut pending = vec![first];
         while let Some(ev) = pending.pop() {
             let actions = self.fsm.handle(ev, std::time::Instant::now());
-            // Messages are queued as they come and written once per batch of actions:
-            // a batch of UPDATEs from the speaker is one write, not one per message.
+            // Messages are queued as they come and written once per run of them: a
+            // batch of UPDATEs from the speaker is one write, not one per message.
             let mut queued = false;
             for a in actions {
-                if let Action::Send(b) = &a {
-                    self.out.extend_from_slice(b);
-                    queued = true;
-                    continue;
-                }
-                if queued {
+                let send = matches!(a, Action::Send(_));
+                if queued && !send {
                     queued = false;
-                    if let Some(next) = self.flush().unwrap_or(Some(Event::TcpFailed)) {
-                        pending.push(next);
-                    }
+                    pending.extend(self.write_queued());
                 }
-                if let Some(next) = self.act(a).await {
-                    pending.push(next);
-                }
+                queued |= send;
+                pending.extend(self.act(a).await);
             }
             if queued {
-                if let Some(next) = self.flush().unwrap_or(Some(Event::TcpFailed)) {
-                    pending.push(next);
-                }
+                pending.extend(self.write_queued());
             }
         }
         if let Ok(mut m) = self.messages.lock() {
@@ -519,10 +510,8 @@ impl Driver {
                 self.out.clear();
                 self.blocked = false;
             }
-            Action::Send(b) => {
-                self.out.extend_from_slice(&b);
-                return self.flush().unwrap_or(Some(Event::TcpFailed));
-            }
+            // Written by `feed` after the run of sends it belongs to.
+            Action::Send(b) => self.out.extend_from_slice(&b),
             Action::StartTimer(t, d) => {
                 self.timers.insert(t, Instant::now() + d);
             }
@@ -590,6 +579,11 @@ impl Driver {
     }
 
     /// Writes what the socket takes now; reports when the peer stops or resumes reading.
+    /// Writes what is queued; a failed write is the machine's `TcpFailed`.
+    fn write_queued(&mut self) -> Option<Event> {
+        self.flush().unwrap_or(Some(Event::TcpFailed))
+    }
+
     fn flush(&mut self) -> io::Result<Option<Event>> {
         let Some(c) = self.conn.as_ref() else {
             self.out.clear();

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use ipnet::IpNet;
-use tern_bgp::wire::Update;
+use tern_bgp::wire::{Nlri, Update};
 
 /// Every prefix of the load, numbered, with the peer that announces it.
 #[derive(Debug, Default)]
@@ -80,25 +80,13 @@ impl Held {
 
     /// Applies one UPDATE the client received.
     pub fn apply(&mut self, u: &Universe, update: &Update) {
-        let withdrawn = update.withdrawn.iter().chain(
-            update
-                .mp_unreach
-                .as_ref()
-                .map(|m| m.withdrawn.as_slice())
-                .unwrap_or_default(),
-        );
-        for n in withdrawn {
+        let mp_withdrawn = update.mp_unreach.as_ref().map(|m| m.withdrawn.as_slice());
+        for n in both(&update.withdrawn, mp_withdrawn) {
             self.set(u, &n.prefix, false);
         }
-        let announced = update.nlri.iter().chain(
-            update
-                .mp_reach
-                .as_ref()
-                .map(|m| m.nlri.as_slice())
-                .unwrap_or_default(),
-        );
         let keep = !update.treat_as_withdraw();
-        for n in announced {
+        let mp_announced = update.mp_reach.as_ref().map(|m| m.nlri.as_slice());
+        for n in both(&update.nlri, mp_announced) {
             self.set(u, &n.prefix, keep);
         }
     }
@@ -126,10 +114,14 @@ impl Held {
     }
 }
 
+/// The classic field's prefixes, then the MP attribute's.
+fn both<'a>(classic: &'a [Nlri], mp: Option<&'a [Nlri]>) -> impl Iterator<Item = &'a Nlri> {
+    classic.iter().chain(mp.unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_bgp::wire::Nlri;
 
     fn net(s: &str) -> IpNet {
         s.parse().unwrap()

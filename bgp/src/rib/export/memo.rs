@@ -8,13 +8,13 @@
 //! different paths are one `Arc` ([`Exports`], kept by the speaker across batches,
 //! so a peer served later, alone, shares them too), and packing compares pointers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use super::{export, ExportPolicy, Exported};
-use crate::rib::Path;
+use crate::rib::{Interner, Path};
 
 /// An `Arc` hashed and compared by address. Holding it keeps the allocation, so the
 /// address cannot be reused by another path while the memo lives.
@@ -39,23 +39,18 @@ impl<T> Hash for ByAddress<T> {
 /// when the set has doubled since the last sweep, so it costs O(1) per insert.
 #[derive(Debug, Default)]
 pub struct Exports {
-    set: HashSet<Arc<Exported>>,
+    set: Interner<Exported>,
     swept_at: usize,
 }
 
 impl Exports {
     /// The shared copy of `e`.
     fn intern(&mut self, e: Exported) -> Arc<Exported> {
-        if let Some(shared) = self.set.get(&e) {
-            return Arc::clone(shared);
-        }
         if self.set.len() >= 2 * self.swept_at.max(512) {
-            self.set.retain(|e| Arc::strong_count(e) > 1);
+            self.set.collect_garbage();
             self.swept_at = self.set.len();
         }
-        let e = Arc::new(e);
-        self.set.insert(Arc::clone(&e));
-        e
+        self.set.intern(e)
     }
 
     /// Distinct exports held.
