@@ -201,7 +201,7 @@ fn kill_9_during_a_full_table_transfer_loses_nothing_and_leaves_nothing_stale() 
     let mut rib_seen = None;
     loop {
         let added = rig.watch.get().added as usize;
-        // tern's own count once the first routes reach the kernel: the RIB is filling.
+        // tern's own count once the first routes reach the kernel.
         if rib_seen.is_none() && added >= 1 {
             rib_seen = rig.dut.rib_count().ok();
         }
@@ -230,10 +230,11 @@ fn kill_9_during_a_full_table_transfer_loses_nothing_and_leaves_nothing_stale() 
         "not killed mid-transfer: {} of {N} routes in the kernel",
         before.len()
     );
-    assert!(
-        rib > 0 && rib < N,
-        "the RIB was not filling when polled: {rib}"
-    );
+    // The RIB takes a 131,072-route table in less time than the first kernel batch
+    // needs, so whether it was still filling when polled is a race (a fresh-machine run saw
+    // 131,072 of 131,072): it must have routes; the kernel count above shows the kill
+    // came mid-transfer.
+    assert!(rib > 0, "tern's RIB was empty when polled");
     assert!(before.is_subset(&all), "routes that the peer never sent");
     let c0 = rig.watch.get();
 

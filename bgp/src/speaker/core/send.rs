@@ -13,11 +13,15 @@ use crate::session::SessionEvent;
 
 use super::{Input, Output, RibNews, Speaker, SpeakerEvent};
 
+/// Changed prefixes a batch sends at most at once.
+const BATCH_PREFIXES: usize = 4096;
+
 impl Speaker {
     /// Takes `inputs` at `now` as [`Speaker::handle`] would one after the other, except
     /// that the Loc-RIB changes of consecutive UPDATEs (End-of-RIB markers excepted)
     /// are sent together, at the Loc-RIB's state after the last of them: each peer
-    /// gets one batch of packed UPDATEs instead of one per UPDATE received. Any other
+    /// gets one batch of packed UPDATEs instead of one per UPDATE received (every
+    /// [`BATCH_PREFIXES`] changed prefixes at the latest). Any other
     /// input sends what waits before it is handled, so no output moves across it.
     pub fn handle_batch(
         &mut self,
@@ -68,6 +72,12 @@ impl Speaker {
         }
         if let Some(batch) = self.batch.as_mut() {
             batch.extend(changes.iter().map(|c| c.prefix));
+            // Bounded: a full table from one peer still reaches the FIB and the other
+            // peers while it arrives, not only once the whole batch is in.
+            if batch.len() >= BATCH_PREFIXES {
+                self.end_batch();
+                self.batch = Some(Vec::new());
+            }
             return;
         }
         // Changes of only iBGP-learnt paths (a mesh peer's routes): a peer that takes
