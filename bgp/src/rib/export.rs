@@ -24,7 +24,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ipnet::IpNet;
 
-use super::{BestChange, Path};
+use super::{BestChange, Key, Path};
 use crate::wire::pack::{self, NextHop};
 use crate::wire::{
     AsPath, CodecOptions, Community, EncodeError, Family, Message, MpNextHop, Nlri, PathAttributes,
@@ -197,7 +197,10 @@ fn group(groups: &mut Groups, e: Arc<Exported>, nlri: Nlri) {
 pub struct AdjRibOut {
     policy: ExportPolicy,
     /// The best path's export per prefix (what `tern routes --advertised` shows).
-    sent: BTreeMap<IpNet, Arc<Exported>>,
+    /// Keyed as the RIB's table is, by integers: a reflector searches it once per
+    /// client for every change, and `IpNet`'s byte-wise order made those searches
+    /// most of its B-tree time.
+    sent: BTreeMap<Key, Arc<Exported>>,
     /// The families the session negotiated: nothing else is sent (a peer that did not
     /// ask for IPv6 gets no IPv6 route, RFC 4760 §6).
     families: Vec<Family>,
@@ -205,7 +208,7 @@ pub struct AdjRibOut {
     /// set, each path under its own identifier, so a reflector's clients keep ECMP.
     add_path: Vec<Family>,
     /// With ADD-PATH: every path sent per prefix, by where it came from.
-    paths: BTreeMap<IpNet, Vec<SentPath>>,
+    paths: BTreeMap<Key, Vec<SentPath>>,
 }
 
 /// A path sent under ADD-PATH.
@@ -240,6 +243,7 @@ impl AdjRibOut {
     /// between them cannot concern it. One range look-up instead of one per change:
     /// in a mesh of a thousand nodes, every node's UPDATE meets a thousand peers.
     pub fn holds_any(&self, lo: IpNet, hi: IpNet) -> bool {
+        let (lo, hi) = (Key::from(lo), Key::from(hi));
         lo <= hi
             && (self.sent.range(lo..=hi).next().is_some()
                 || self.paths.range(lo..=hi).next().is_some())
@@ -275,13 +279,13 @@ impl AdjRibOut {
     }
 
     /// Everything the peer currently has, by prefix (`tern routes --advertised`).
-    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, &Exported)> {
-        self.sent.iter().map(|(p, e)| (p, e.as_ref()))
+    pub fn iter(&self) -> impl Iterator<Item = (IpNet, &Exported)> {
+        self.sent.iter().map(|(p, e)| (p.net(), e.as_ref()))
     }
 
     /// What the peer currently has for `prefix`.
     pub fn get(&self, prefix: &IpNet) -> Option<&Exported> {
-        self.sent.get(prefix).map(|e| e.as_ref())
+        self.sent.get(&Key::from(*prefix)).map(|e| e.as_ref())
     }
 
     /// Answers a ROUTE-REFRESH for `family`: everything the peer has in that family
@@ -296,23 +300,23 @@ impl AdjRibOut {
         let v4 = family == Family::IPV4_UNICAST;
         let mut groups: HashMap<Arc<Exported>, Vec<Nlri>> = HashMap::new();
         if self.add_path.contains(&family) {
-            for (prefix, list) in self.paths.iter().filter(|(p, _)| p.addr().is_ipv4() == v4) {
+            for (key, list) in self.paths.iter().filter(|(k, _)| k.v6 != v4) {
                 for sp in list {
                     groups
                         .entry(Arc::clone(&sp.export))
                         .or_default()
                         .push(Nlri {
-                            prefix: *prefix,
+                            prefix: key.net(),
                             path_id: Some(sp.id),
                         });
                 }
             }
         } else {
-            for (prefix, e) in self.sent.iter().filter(|(p, _)| p.addr().is_ipv4() == v4) {
+            for (key, e) in self.sent.iter().filter(|(k, _)| k.v6 != v4) {
                 groups
                     .entry(Arc::clone(e))
                     .or_default()
-                    .push(Nlri::new(*prefix));
+                    .push(Nlri::new(key.net()));
             }
         }
         let mut out = Vec::new();
@@ -364,10 +368,11 @@ impl AdjRibOut {
         // settled here before anything else is looked at.
         let refuses_ibgp = self.refuses_ibgp();
         for c in changes {
+            let key = Key::from(c.prefix);
             if refuses_ibgp
                 && ibgp_learnt_only(c)
-                && !self.sent.contains_key(&c.prefix)
-                && !self.paths.contains_key(&c.prefix)
+                && !self.sent.contains_key(&key)
+                && !self.paths.contains_key(&key)
             {
                 continue;
             }
@@ -391,7 +396,7 @@ impl AdjRibOut {
             match new {
                 Some(e) => {
                     // One search of what was sent: it is the hot path of a reflector.
-                    match self.sent.entry(c.prefix) {
+                    match self.sent.entry(key) {
                         Entry::Occupied(o) if Arc::ptr_eq(o.get(), &e) || **o.get() == *e => {
                             continue
                         }
@@ -407,7 +412,7 @@ impl AdjRibOut {
                     group(&mut announce, e, Nlri::new(c.prefix));
                 }
                 None => {
-                    if self.sent.remove(&c.prefix).is_some() {
+                    if self.sent.remove(&key).is_some() {
                         withdraw
                             .entry(family)
                             .or_default()
@@ -457,7 +462,8 @@ impl AdjRibOut {
             }
             None => Vec::new(),
         };
-        let old = self.paths.remove(&c.prefix).unwrap_or_default();
+        let at = Key::from(c.prefix);
+        let old = self.paths.remove(&at).unwrap_or_default();
         for sp in old
             .iter()
             .filter(|sp| !wanted.iter().any(|(k, _)| *k == sp.key))
@@ -496,11 +502,11 @@ impl AdjRibOut {
         }
         match now.first() {
             Some(first) => {
-                self.sent.insert(c.prefix, Arc::clone(&first.export));
-                self.paths.insert(c.prefix, now);
+                self.sent.insert(at, Arc::clone(&first.export));
+                self.paths.insert(at, now);
             }
             None => {
-                self.sent.remove(&c.prefix);
+                self.sent.remove(&at);
             }
         }
     }

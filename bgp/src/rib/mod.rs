@@ -156,7 +156,7 @@ pub struct Rib {
 /// 18 bytes like `IpNet` (aligned it would be 24, about 12 more bytes per route).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(C, packed)]
-struct Key {
+pub(crate) struct Key {
     v6: bool,
     hi: u64,
     lo: u64,
@@ -187,7 +187,7 @@ impl From<IpNet> for Key {
 
 impl Key {
     /// The prefix back (every key was made from one, so the lengths are valid).
-    fn net(self) -> IpNet {
+    pub(crate) fn net(self) -> IpNet {
         if self.v6 {
             let a = (u128::from(self.hi) << 64) | u128::from(self.lo);
             ipnet::Ipv6Net::new(std::net::Ipv6Addr::from(a), self.len)

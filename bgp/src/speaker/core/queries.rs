@@ -76,7 +76,7 @@ impl Speaker {
         self.peers
             .get(&ip)
             .and_then(|p| p.out.as_ref())
-            .map(|o| o.rib.iter().map(|(n, e)| (*n, e.clone())).collect())
+            .map(|o| o.rib.iter().map(|(n, e)| (n, e.clone())).collect())
     }
 
     /// The next hops peer `ip` has been sent, grouped, without copying its
@@ -89,7 +89,7 @@ impl Speaker {
                 .entry(e.next_hop)
                 .or_insert(NextHopUse {
                     next_hop: e.next_hop,
-                    example: *prefix,
+                    example: prefix,
                     prefixes: 0,
                 })
                 .prefixes += 1;
