@@ -16,7 +16,6 @@
 //! gets a next hop on the network it shares with the peer. Otherwise, and towards
 //! iBGP peers, it is the configured address of the family (`local_v4` / `local_v6`).
 
-use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -196,11 +195,9 @@ fn group(groups: &mut Groups, e: Arc<Exported>, nlri: Nlri) {
 #[derive(Debug)]
 pub struct AdjRibOut {
     policy: ExportPolicy,
-    /// The best path's export per prefix (what `tern routes --advertised` shows).
-    /// Keyed as the RIB's table is, by integers: a reflector searches it once per
-    /// client for every change, and `IpNet`'s byte-wise order made those searches
-    /// most of its B-tree time.
-    sent: BTreeMap<Key, Arc<Exported>>,
+    /// The best path's export per prefix (what `tern routes --advertised` shows), by
+    /// the prefix's number in [`Numbering`].
+    sent: Sent,
     /// The families the session negotiated: nothing else is sent (a peer that did not
     /// ask for IPv6 gets no IPv6 route, RFC 4760 §6).
     families: Vec<Family>,
@@ -226,7 +223,7 @@ impl AdjRibOut {
     pub fn new(policy: ExportPolicy) -> AdjRibOut {
         AdjRibOut {
             policy,
-            sent: BTreeMap::new(),
+            sent: Sent::default(),
             families: vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST],
             add_path: Vec::new(),
             paths: BTreeMap::new(),
@@ -238,15 +235,24 @@ impl AdjRibOut {
         !self.policy.ebgp && self.policy.cluster_id.is_none()
     }
 
-    /// Whether this peer was sent any prefix from `lo` to `hi`: for a peer that
-    /// [refuses iBGP-learnt paths](Self::refuses_ibgp), changes of only such paths
-    /// between them cannot concern it. One range look-up instead of one per change:
-    /// in a mesh of a thousand nodes, every node's UPDATE meets a thousand peers.
-    pub fn holds_any(&self, lo: IpNet, hi: IpNet) -> bool {
-        let (lo, hi) = (Key::from(lo), Key::from(hi));
-        lo <= hi
-            && (self.sent.range(lo..=hi).next().is_some()
-                || self.paths.range(lo..=hi).next().is_some())
+    /// Whether this peer was sent any prefix of `changes`: for a peer that [refuses
+    /// iBGP-learnt paths](Self::refuses_ibgp), changes of only such paths cannot
+    /// concern it otherwise. In a mesh of a thousand nodes every node's UPDATE meets
+    /// a thousand peers, each holding only the few prefixes of its node.
+    pub fn holds_any(&self, changes: &[BestChange], memo: &mut ExportMemo<'_>) -> bool {
+        if self.sent.len() == 0 && self.paths.is_empty() {
+            return false;
+        }
+        memo.resolve(changes);
+        let sent = if self.sent.len() < changes.len() {
+            self.sent.iter().any(|(id, _)| memo.changed(id))
+        } else {
+            (0..changes.len()).any(|i| memo.id(i).is_some_and(|id| self.sent.get(id).is_some()))
+        };
+        sent || (!self.paths.is_empty()
+            && changes
+                .iter()
+                .any(|c| self.paths.contains_key(&Key::from(c.prefix))))
     }
 
     /// Drains (RFC 8326) or stops draining: later exports carry the change (the
@@ -275,17 +281,30 @@ impl AdjRibOut {
 
     /// Whether nothing is advertised.
     pub fn is_empty(&self) -> bool {
-        self.sent.is_empty()
+        self.sent.len() == 0
     }
 
-    /// Everything the peer currently has, by prefix (`tern routes --advertised`).
-    pub fn iter(&self) -> impl Iterator<Item = (IpNet, &Exported)> {
-        self.sent.iter().map(|(p, e)| (p.net(), e.as_ref()))
+    /// Everything the peer currently has, by prefix (`tern routes --advertised`);
+    /// `numbers` is the numbering its changes were applied with.
+    pub fn iter<'a>(&'a self, numbers: &Numbering) -> Vec<(IpNet, &'a Exported)> {
+        let mut all: Vec<(Key, &Exported)> = self
+            .sent
+            .iter()
+            .filter_map(|(id, e)| numbers.key(id).map(|k| (k, e.as_ref())))
+            .collect();
+        all.sort_unstable_by_key(|(k, _)| *k);
+        all.into_iter().map(|(k, e)| (k.net(), e)).collect()
     }
 
     /// What the peer currently has for `prefix`.
-    pub fn get(&self, prefix: &IpNet) -> Option<&Exported> {
-        self.sent.get(&Key::from(*prefix)).map(|e| e.as_ref())
+    pub fn get(&self, prefix: &IpNet, numbers: &Numbering) -> Option<&Exported> {
+        let id = numbers.get(&Key::from(*prefix))?;
+        self.sent.get(id).map(|e| e.as_ref())
+    }
+
+    /// Marks the prefix numbers held (see [`Numbering::sweep`]).
+    pub fn mark(&self, held: &mut [bool]) {
+        self.sent.mark(held);
     }
 
     /// Answers a ROUTE-REFRESH for `family`: everything the peer has in that family
@@ -296,6 +315,7 @@ impl AdjRibOut {
         family: Family,
         tx: &CodecOptions,
         enhanced: bool,
+        numbers: &Numbering,
     ) -> Result<Vec<Bytes>, EncodeError> {
         let v4 = family == Family::IPV4_UNICAST;
         let mut groups: HashMap<Arc<Exported>, Vec<Nlri>> = HashMap::new();
@@ -312,7 +332,12 @@ impl AdjRibOut {
                 }
             }
         } else {
-            for (key, e) in self.sent.iter().filter(|(k, _)| k.v6 != v4) {
+            for (key, e) in self
+                .sent
+                .iter()
+                .filter_map(|(id, e)| numbers.key(id).map(|k| (k, e)))
+                .filter(|(k, _)| k.v6 != v4)
+            {
                 groups
                     .entry(Arc::clone(e))
                     .or_default()
@@ -343,13 +368,15 @@ impl AdjRibOut {
 
     /// Applies Loc-RIB changes and returns the UPDATEs to send, encoded with the
     /// session's `tx` options: prefixes that share attributes and next hop packed
-    /// together, withdrawals packed per family.
+    /// together, withdrawals packed per family. `exports` is the speaker's, the same
+    /// for every call (it numbers the prefixes).
     pub fn apply(
         &mut self,
         changes: &[BestChange],
         tx: &CodecOptions,
+        exports: &mut Exports,
     ) -> Result<Vec<Bytes>, EncodeError> {
-        self.apply_with(changes, tx, &mut ExportMemo::new(&mut Exports::default()))
+        self.apply_with(changes, tx, &mut ExportMemo::new(exports))
     }
 
     /// [`AdjRibOut::apply`], with exports shared through `memo` with the other peers
@@ -367,11 +394,13 @@ impl AdjRibOut {
         // of a thousand nodes that is nearly every (change, peer) pair, so it is
         // settled here before anything else is looked at.
         let refuses_ibgp = self.refuses_ibgp();
-        for c in changes {
+        memo.resolve(changes);
+        for (i, c) in changes.iter().enumerate() {
             let key = Key::from(c.prefix);
+            let held = memo.id(i).filter(|id| self.sent.get(*id).is_some());
             if refuses_ibgp
                 && ibgp_learnt_only(c)
-                && !self.sent.contains_key(&key)
+                && held.is_none()
                 && !self.paths.contains_key(&key)
             {
                 continue;
@@ -385,7 +414,7 @@ impl AdjRibOut {
                 continue;
             }
             if self.add_path.contains(&family) {
-                let memo = (&mut *memo, class);
+                let memo = (&mut *memo, class, i);
                 self.apply_add_path(c, family, memo, &mut announce, &mut withdraw);
                 continue;
             }
@@ -395,24 +424,18 @@ impl AdjRibOut {
                 .and_then(|b| memo.export(&b.best, &self.policy, class));
             match new {
                 Some(e) => {
-                    // One search of what was sent: it is the hot path of a reflector.
-                    match self.sent.entry(key) {
-                        Entry::Occupied(o) if Arc::ptr_eq(o.get(), &e) || **o.get() == *e => {
-                            continue
-                        }
-                        // Prefixes with equal exports share one copy, in the UPDATE
-                        // groups and in what is remembered as sent (across peers too).
-                        Entry::Occupied(mut o) => {
-                            o.insert(Arc::clone(&e));
-                        }
-                        Entry::Vacant(v) => {
-                            v.insert(Arc::clone(&e));
-                        }
+                    let had = held.and_then(|id| self.sent.get(id));
+                    if had.is_some_and(|o| Arc::ptr_eq(o, &e) || **o == *e) {
+                        continue;
                     }
+                    // Prefixes with equal exports share one copy, in the UPDATE
+                    // groups and in what is remembered as sent (across peers too).
+                    let id = memo.assign(i, key);
+                    self.sent.set(id, Arc::clone(&e));
                     group(&mut announce, e, Nlri::new(c.prefix));
                 }
                 None => {
-                    if self.sent.remove(&key).is_some() {
+                    if held.is_some_and(|id| self.sent.remove(id)) {
                         withdraw
                             .entry(family)
                             .or_default()
@@ -442,7 +465,7 @@ impl AdjRibOut {
         &mut self,
         c: &BestChange,
         family: Family,
-        (memo, class): (&mut ExportMemo<'_>, usize),
+        (memo, class, i): (&mut ExportMemo<'_>, usize, usize),
         announce: &mut Groups,
         withdraw: &mut BTreeMap<Family, Vec<Nlri>>,
     ) {
@@ -502,11 +525,14 @@ impl AdjRibOut {
         }
         match now.first() {
             Some(first) => {
-                self.sent.insert(at, Arc::clone(&first.export));
+                let id = memo.assign(i, at);
+                self.sent.set(id, Arc::clone(&first.export));
                 self.paths.insert(at, now);
             }
             None => {
-                self.sent.remove(&at);
+                if let Some(id) = memo.id(i) {
+                    self.sent.remove(id);
+                }
             }
         }
     }
@@ -564,7 +590,10 @@ impl AdjRibOut {
 }
 
 mod memo;
+mod sent;
 #[cfg(test)]
 mod tests;
 
 pub use memo::{ExportMemo, Exports};
+pub use sent::Numbering;
+use sent::Sent;

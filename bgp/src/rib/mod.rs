@@ -154,7 +154,7 @@ pub struct Rib {
 /// tern's ingest at a million IPv6 routes. Same order as `IpNet` (IPv4 first, then
 /// address, then length), so the table is walked in prefix order as before. Packed:
 /// 18 bytes like `IpNet` (aligned it would be 24, about 12 more bytes per route).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(C, packed)]
 pub(crate) struct Key {
     v6: bool,

@@ -601,6 +601,10 @@ impl Driver {
                 Err(e) => return Err(e),
             }
         }
+        // Grown by a burst to what the peer was behind: a thousand would keep 300 MB.
+        if self.out.is_empty() && self.out.capacity() > KEEP_WRITE_BUFFER {
+            self.out = BytesMut::new();
+        }
         Ok(match (self.out.is_empty(), self.blocked, progressed) {
             (false, false, _) => {
                 self.blocked = true;
@@ -619,6 +623,9 @@ impl Driver {
 
 /// The default high-water mark: a few hundred full UPDATEs.
 pub const DEFAULT_WRITE_HIGH_WATER: usize = 1 << 20;
+
+/// The write buffer kept once empty; a larger one is given back.
+const KEEP_WRITE_BUFFER: usize = 64 << 10;
 
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@
 //! This module holds the public types.
 
 pub mod core;
+mod deferred;
 pub mod gr;
 pub mod limits;
 mod peer;

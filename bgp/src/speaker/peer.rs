@@ -23,6 +23,7 @@ use crate::wire::{
     PathAttributes, Update,
 };
 
+use super::deferred::Deferred;
 use super::gr::Helper;
 use super::policy::{self, ExportView, OwnRoutes, Refused};
 use super::{PeerConfig, SpeakerConfig, DEFAULT_RESTART_TIME};
@@ -55,11 +56,8 @@ pub(super) struct Peer {
     /// The session's queue was full when last tried (its peer stopped reading); the
     /// driver says when it takes commands again.
     pub stalled: bool,
-    /// Prefixes whose Loc-RIB changes the session could not take yet. Only the
-    /// prefixes are kept, not the UPDATEs, so memory stays bounded by the table however
-    /// long the peer stalls; the UPDATEs are built from the Loc-RIB of the moment once
-    /// the session takes commands again.
-    pub deferred: BTreeSet<IpNet>,
+    /// What the session could not take yet (see [`Deferred`]).
+    pub deferred: Deferred,
     /// Route refresh requests waiting for the same reason (one per family).
     pub refreshes: Vec<Family>,
     /// Why we reset the session for passing a limit, said with its Down event.
@@ -102,7 +100,7 @@ impl Peer {
             eor_in: Vec::new(),
             held: None,
             stalled: false,
-            deferred: BTreeSet::new(),
+            deferred: Deferred::default(),
             refreshes: Vec::new(),
             limit_reset: None,
             malformed_seen: Vec::new(),

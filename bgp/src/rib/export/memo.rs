@@ -13,8 +13,9 @@ use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
+use super::sent::Numbering;
 use super::{export, ExportPolicy, Exported};
-use crate::rib::{Interner, Path};
+use crate::rib::{BestChange, Interner, Key, Path};
 
 /// An `Arc` hashed and compared by address. Holding it keeps the allocation, so the
 /// address cannot be reused by another path while the memo lives.
@@ -41,6 +42,8 @@ impl<T> Hash for ByAddress<T> {
 pub struct Exports {
     set: Interner<Exported>,
     swept_at: usize,
+    /// The numbers of the prefixes peers hold (see `sent`).
+    numbers: Numbering,
 }
 
 impl Exports {
@@ -51,6 +54,17 @@ impl Exports {
             self.swept_at = self.set.len();
         }
         self.set.intern(e)
+    }
+
+    /// The numbers of the prefixes peers were sent.
+    pub fn numbers(&self) -> &Numbering {
+        &self.numbers
+    }
+
+    /// Frees the numbers no peer holds, given the marks of every peer that holds
+    /// some ([`Numbering::marks`]).
+    pub fn sweep_numbers(&mut self, held: &[bool]) {
+        self.numbers.sweep(held);
     }
 
     /// Distinct exports held.
@@ -72,6 +86,13 @@ pub struct ExportMemo<'a> {
     by_path: HashMap<(ByAddress<Path>, usize), Option<Arc<Exported>>>,
     /// The last answer: the prefixes of one UPDATE come in a row and share a path.
     last: Option<(Arc<Path>, usize, Option<Arc<Exported>>)>,
+    /// The prefixes of the changes last given to [`ExportMemo::resolve`] and their
+    /// numbers: every peer of a batch is given the same changes, so they are looked
+    /// up once.
+    keys: Vec<Key>,
+    ids: Vec<Option<u32>>,
+    /// Those numbers sorted, made when first asked for ([`Self::changed`]).
+    sorted: Option<Vec<u32>>,
     exports: &'a mut Exports,
 }
 
@@ -82,8 +103,58 @@ impl ExportMemo<'_> {
             classes: Vec::new(),
             by_path: HashMap::new(),
             last: None,
+            keys: Vec::new(),
+            ids: Vec::new(),
+            sorted: None,
             exports,
         }
+    }
+
+    /// Looks up the numbers of the prefixes of `changes`, for [`Self::id`]: once for
+    /// all the peers given the same changes (compared by prefix, not by address).
+    pub(crate) fn resolve(&mut self, changes: &[BestChange]) {
+        let same = self.keys.len() == changes.len()
+            && self
+                .keys
+                .iter()
+                .zip(changes)
+                .all(|(k, c)| *k == Key::from(c.prefix));
+        if !same {
+            self.keys = changes.iter().map(|c| Key::from(c.prefix)).collect();
+            let n = &self.exports.numbers;
+            self.ids = self.keys.iter().map(|k| n.get(k)).collect();
+            self.sorted = None;
+        }
+    }
+
+    /// Whether the prefix numbered `id` is among the changes given to
+    /// [`Self::resolve`]: for a peer holding fewer prefixes than there are changes.
+    pub(crate) fn changed(&mut self, id: u32) -> bool {
+        let ids = &self.ids;
+        let sorted = self.sorted.get_or_insert_with(|| {
+            let mut v: Vec<u32> = ids.iter().flatten().copied().collect();
+            v.sort_unstable();
+            v
+        });
+        sorted.binary_search(&id).is_ok()
+    }
+
+    /// The number of the prefix of the `i`th change given to [`Self::resolve`].
+    pub(crate) fn id(&self, i: usize) -> Option<u32> {
+        self.ids.get(i).copied().flatten()
+    }
+
+    /// [`Self::id`], given a number if it has none (it is about to be sent).
+    pub(crate) fn assign(&mut self, i: usize, key: Key) -> u32 {
+        if let Some(id) = self.id(i) {
+            return id;
+        }
+        let id = self.exports.numbers.assign(key);
+        if let Some(slot) = self.ids.get_mut(i) {
+            *slot = Some(id);
+        }
+        self.sorted = None;
+        id
     }
 
     /// The class of peers whose exports equal those for `policy`.

@@ -352,6 +352,7 @@ fn decode(b: &[Bytes]) -> Vec<Update> {
 fn adj_rib_out_sends_only_negotiated_families() {
     let mut out =
         AdjRibOut::new(policy("203.0.113.9", true)).with_families(&[Family::IPV4_UNICAST]);
+    let mut ex = Exports::default();
     let tx = CodecOptions::modern();
     let changes = [
         change(
@@ -363,7 +364,10 @@ fn adj_rib_out_sends_only_negotiated_families() {
             Some(path(src("2001:db8::5", false, false), attrs())),
         ),
     ];
-    let ups = decode(&out.apply(&changes, &tx).unwrap_or_else(|e| panic!("{e}")));
+    let ups = decode(
+        &out.apply(&changes, &tx, &mut ex)
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     assert_eq!(ups.len(), 1);
     assert!(ups[0].mp_reach.is_none());
     assert_eq!(out.len(), 1);
@@ -372,6 +376,7 @@ fn adj_rib_out_sends_only_negotiated_families() {
 #[test]
 fn adj_rib_out_packs_sends_once_and_withdraws() {
     let mut out = AdjRibOut::new(policy("203.0.113.9", true));
+    let mut ex = Exports::default();
     let tx = CodecOptions::modern();
     let s = src("198.51.100.2", false, false);
     let changes: Vec<BestChange> = (0..50)
@@ -386,7 +391,9 @@ fn adj_rib_out_packs_sends_once_and_withdraws() {
             Some(path(src("2001:db8::5", false, false), attrs())),
         )])
         .collect();
-    let msgs = out.apply(&changes, &tx).unwrap_or_else(|e| panic!("{e}"));
+    let msgs = out
+        .apply(&changes, &tx, &mut ex)
+        .unwrap_or_else(|e| panic!("{e}"));
     let ups = decode(&msgs);
     assert_eq!(
         ups.len(),
@@ -401,7 +408,10 @@ fn adj_rib_out_packs_sends_once_and_withdraws() {
     );
     assert_eq!(out.len(), 51);
     // The same changes again send nothing.
-    assert!(out.apply(&changes, &tx).unwrap_or_default().is_empty());
+    assert!(out
+        .apply(&changes, &tx, &mut ex)
+        .unwrap_or_default()
+        .is_empty());
     // A prefix losing its last path, and one whose best path may no longer be exported.
     let gone = change("198.18.0.0/26", None);
     let no_exp = change(
@@ -414,7 +424,7 @@ fn adj_rib_out_packs_sends_once_and_withdraws() {
             },
         )),
     );
-    let ups = decode(&out.apply(&[gone, no_exp], &tx).unwrap_or_default());
+    let ups = decode(&out.apply(&[gone, no_exp], &tx, &mut ex).unwrap_or_default());
     assert_eq!(ups.len(), 1);
     assert_eq!(ups[0].withdrawn.len(), 2);
     assert_eq!(out.len(), 49);
@@ -423,6 +433,7 @@ fn adj_rib_out_packs_sends_once_and_withdraws() {
 #[test]
 fn route_refresh_resends_one_family_between_borr_and_eorr() {
     let mut out = AdjRibOut::new(policy("203.0.113.9", true));
+    let mut ex = Exports::default();
     let tx = CodecOptions::modern();
     let s = src("198.51.100.2", false, false);
     let changes: Vec<BestChange> = (0..3)
@@ -437,9 +448,9 @@ fn route_refresh_resends_one_family_between_borr_and_eorr() {
             Some(path(src("2001:db8::5", false, false), attrs())),
         )])
         .collect();
-    let _ = out.apply(&changes, &tx).unwrap_or_default();
+    let _ = out.apply(&changes, &tx, &mut ex).unwrap_or_default();
     let msgs = out
-        .refresh(Family::IPV4_UNICAST, &tx, true)
+        .refresh(Family::IPV4_UNICAST, &tx, true, ex.numbers())
         .unwrap_or_default();
     let kinds: Vec<String> = msgs
         .iter()
@@ -455,7 +466,7 @@ fn route_refresh_resends_one_family_between_borr_and_eorr() {
         ["BeginningOfRibRefresh", "UPDATE 3", "EndOfRibRefresh"]
     );
     let plain = out
-        .refresh(Family::IPV6_UNICAST, &tx, false)
+        .refresh(Family::IPV6_UNICAST, &tx, false, ex.numbers())
         .unwrap_or_default();
     assert_eq!(
         decode(&plain)
@@ -474,6 +485,7 @@ fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
     policy.cluster_id = Some(Ipv4Addr::new(198, 51, 100, 250));
     policy.peer_is_client = true;
     let mut out = AdjRibOut::new(policy).with_add_path(&[Family::IPV4_UNICAST]);
+    let mut ex = Exports::default();
     let tx = CodecOptions {
         add_path_ipv4: true,
         ..CodecOptions::modern()
@@ -501,7 +513,7 @@ fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
         }),
     };
     let ups = decode_ap(
-        &out.apply(std::slice::from_ref(&both), &tx)
+        &out.apply(std::slice::from_ref(&both), &tx, &mut ex)
             .unwrap_or_default(),
     );
     let mut sent: Vec<(Option<u32>, Option<Ipv4Addr>)> = ups
@@ -518,7 +530,7 @@ fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
     );
     // Nothing changed: nothing sent.
     assert!(out
-        .apply(std::slice::from_ref(&both), &tx)
+        .apply(std::slice::from_ref(&both), &tx, &mut ex)
         .unwrap_or_default()
         .is_empty());
     // Only b is left: a's path is withdrawn by its id, b keeps id 2 and is not resent.
@@ -530,7 +542,7 @@ fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
             reason: Reason::Equal,
         }),
     };
-    let ups = decode_ap(&out.apply(&[only_b], &tx).unwrap_or_default());
+    let ups = decode_ap(&out.apply(&[only_b], &tx, &mut ex).unwrap_or_default());
     assert_eq!(ups.len(), 1);
     assert!(ups[0].nlri.is_empty());
     assert_eq!(
@@ -543,14 +555,14 @@ fn add_path_sends_the_ecmp_set_under_stable_ids_and_withdraws_by_id() {
     );
     // A route refresh repeats what the peer has, with its id.
     let again = decode_ap(
-        &out.refresh(Family::IPV4_UNICAST, &tx, false)
+        &out.refresh(Family::IPV4_UNICAST, &tx, false, ex.numbers())
             .unwrap_or_default(),
     );
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].nlri[0].path_id, Some(2));
     // Gone: withdrawn by id.
     let gone = decode_ap(
-        &out.apply(&[change("198.18.200.0/24", None)], &tx)
+        &out.apply(&[change("198.18.200.0/24", None)], &tx, &mut ex)
             .unwrap_or_default(),
     );
     assert_eq!(gone[0].withdrawn[0].path_id, Some(2));
@@ -562,9 +574,10 @@ fn a_plain_ibgp_peer_gets_no_ibgp_path_but_withdrawals_of_what_it_had() {
     // A mesh peer (iBGP, no reflection): our own route goes out; an iBGP-learnt best
     // replacing it must withdraw it, and iBGP-learnt routes alone send nothing.
     let mut out = AdjRibOut::new(policy("198.51.100.9", false));
+    let mut ex = Exports::default();
     let tx = CodecOptions::modern();
     let ours = change("198.18.1.0/26", Some(path(local(), attrs())));
-    let ups = decode(&out.apply(&[ours], &tx).unwrap_or_default());
+    let ups = decode(&out.apply(&[ours], &tx, &mut ex).unwrap_or_default());
     assert_eq!(ups.first().map(|u| u.nlri.len()), Some(1));
     let mesh = src("198.51.100.3", false, false);
     let learnt: Vec<BestChange> = (2..40)
@@ -575,9 +588,12 @@ fn a_plain_ibgp_peer_gets_no_ibgp_path_but_withdrawals_of_what_it_had() {
             )
         })
         .collect();
-    assert!(out.apply(&learnt, &tx).unwrap_or_default().is_empty());
+    assert!(out
+        .apply(&learnt, &tx, &mut ex)
+        .unwrap_or_default()
+        .is_empty());
     let taken_over = change("198.18.1.0/26", Some(path(mesh, attrs())));
-    let ups = decode(&out.apply(&[taken_over], &tx).unwrap_or_default());
+    let ups = decode(&out.apply(&[taken_over], &tx, &mut ex).unwrap_or_default());
     assert_eq!(ups.len(), 1);
     assert_eq!(ups[0].withdrawn.len(), 1, "{ups:?}");
     assert_eq!(out.len(), 0);

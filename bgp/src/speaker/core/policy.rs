@@ -152,7 +152,7 @@ impl Speaker {
             return "new export policy: applies to the table still to be sent".into();
         }
         if p.stalled || !p.deferred.is_empty() {
-            p.deferred.extend(self.rib.prefixes());
+            p.deferred.everything();
             return "new export policy: the peer is not reading; applies once it does".into();
         }
         let all: Vec<BestChange> = self

@@ -71,12 +71,21 @@ impl Speaker {
         }
     }
 
+    /// How many prefixes have a number for what peers were sent: at most about twice
+    /// those some peer holds (see `rib::export::sent`).
+    pub fn prefix_numbers(&self) -> usize {
+        self.exports.numbers().len()
+    }
+
     /// What one peer has been sent; `None` if it is not a peer or not established.
     pub fn advertised(&self, ip: IpAddr) -> Option<Vec<(IpNet, Exported)>> {
-        self.peers
-            .get(&ip)
-            .and_then(|p| p.out.as_ref())
-            .map(|o| o.rib.iter().map(|(n, e)| (n, e.clone())).collect())
+        self.peers.get(&ip).and_then(|p| p.out.as_ref()).map(|o| {
+            o.rib
+                .iter(self.exports.numbers())
+                .into_iter()
+                .map(|(n, e)| (n, e.clone()))
+                .collect()
+        })
     }
 
     /// The next hops peer `ip` has been sent, grouped, without copying its
@@ -84,7 +93,7 @@ impl Speaker {
     pub fn advertised_next_hops(&self, ip: IpAddr) -> Option<Vec<NextHopUse>> {
         let out = self.peers.get(&ip).and_then(|p| p.out.as_ref())?;
         let mut by_hop: BTreeMap<IpAddr, NextHopUse> = BTreeMap::new();
-        for (prefix, e) in out.rib.iter() {
+        for (prefix, e) in out.rib.iter(self.exports.numbers()) {
             by_hop
                 .entry(e.next_hop)
                 .or_insert(NextHopUse {

@@ -8,10 +8,11 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use crate::rib::export::{self, ExportMemo};
-use crate::rib::BestChange;
+use crate::rib::{BestChange, Key};
 use crate::session::SessionEvent;
 
 use super::{Input, Output, RibNews, Speaker, SpeakerEvent};
+use crate::speaker::deferred::Waiting;
 
 /// Changed prefixes a batch sends at most at once.
 const BATCH_PREFIXES: usize = 4096;
@@ -81,11 +82,9 @@ impl Speaker {
             return;
         }
         // Changes of only iBGP-learnt paths (a mesh peer's routes): a peer that takes
-        // none and was sent none of these prefixes is skipped with one look-up, not
-        // one per change (see `AdjRibOut::holds_any`).
+        // none and was sent none of these prefixes is skipped before its export (see
+        // `AdjRibOut::holds_any`).
         let ibgp_only = changes.iter().all(export::ibgp_learnt_only);
-        let lo = changes.iter().map(|c| c.prefix).min();
-        let hi = changes.iter().map(|c| c.prefix).max();
         let mut memo = ExportMemo::new(&mut self.exports);
         for (ip, p) in self.peers.iter_mut() {
             let Some(out) = p.out.as_ref() else {
@@ -95,13 +94,14 @@ impl Speaker {
                 // Its peer is not reading (RFC 9687; the send hold timer ends it).
                 // Waiting would stall every other peer and the FIB with it, so only
                 // the prefixes are noted.
-                p.deferred.extend(changes.iter().map(|c| c.prefix));
+                memo.resolve(&changes);
+                let ids = changes.iter().enumerate();
+                p.deferred
+                    .note(ids.map(|(i, c)| memo.assign(i, Key::from(c.prefix))));
                 continue;
             }
-            if let (true, Some(lo), Some(hi)) = (ibgp_only, lo, hi) {
-                if out.rib.refuses_ibgp() && !out.rib.holds_any(lo, hi) {
-                    continue;
-                }
+            if ibgp_only && out.rib.refuses_ibgp() && !out.rib.holds_any(&changes, &mut memo) {
+                continue;
             }
             let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes, &mut memo);
             if !msgs.is_empty() {
@@ -113,6 +113,65 @@ impl Speaker {
             }
         }
         self.out.push(Output::Rib(RibNews::Changes(changes)));
+        self.sweep_numbers();
+    }
+
+    /// Frees the prefix numbers no peer holds any more, once the numbering has
+    /// doubled since the last time (see `rib::export::sent`).
+    fn sweep_numbers(&mut self) {
+        if !self.exports.numbers().wants_sweep() {
+            return;
+        }
+        let mut held = self.exports.numbers().marks();
+        for p in self.peers.values() {
+            if let Some(out) = p.out.as_ref() {
+                out.rib.mark(&mut held);
+            }
+            p.deferred.mark(&mut held);
+        }
+        self.exports.sweep_numbers(&held);
+    }
+
+    /// Sends `changes` to the peer at `ip` alone.
+    fn export_to(&mut self, ip: IpAddr, changes: &[BestChange]) {
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
+        };
+        let memo = &mut ExportMemo::new(&mut self.exports);
+        let (msgs, texts) = p.export(&self.cfg, &self.origins, changes, memo);
+        if !msgs.is_empty() {
+            self.out.push(Output::Send(ip, msgs));
+        }
+        for text in texts {
+            let e = SpeakerEvent::Rejected(p.cfg.address, text);
+            self.out.push(Output::Event(e));
+        }
+    }
+
+    /// Everything again, for a peer too far behind to note each prefix: the Loc-RIB
+    /// in pieces (never copied whole), then withdrawals of what the peer holds that
+    /// the Loc-RIB has no more. Its Adj-RIB-Out sends only what differs.
+    fn resend_all(&mut self, ip: IpAddr) {
+        let mut after = None;
+        loop {
+            let changes = self.rib.best_after(after, BATCH_PREFIXES);
+            let Some(last) = changes.last() else {
+                break;
+            };
+            after = Some(last.prefix);
+            self.export_to(ip, &changes);
+        }
+        let Some(out) = self.peers.get(&ip).and_then(|p| p.out.as_ref()) else {
+            return;
+        };
+        let gone: Vec<BestChange> = out
+            .rib
+            .iter(self.exports.numbers())
+            .into_iter()
+            .filter(|(prefix, _)| self.rib.best(prefix).is_none())
+            .map(|(prefix, _)| BestChange { prefix, now: None })
+            .collect();
+        self.export_to(ip, &gone);
     }
 
     /// Hands a session that takes commands the changes and refreshes waiting for it.
@@ -128,30 +187,35 @@ impl Speaker {
         if p.stalled {
             return;
         }
-        if !p.deferred.is_empty() {
-            let changes: Vec<BestChange> = std::mem::take(&mut p.deferred)
-                .into_iter()
-                .map(|prefix| BestChange {
-                    prefix,
-                    now: self.rib.best(&prefix),
-                })
-                .collect();
-            let memo = &mut ExportMemo::new(&mut self.exports);
-            let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes, memo);
-            if !msgs.is_empty() {
-                self.out.push(Output::Send(ip, msgs));
+        match p.deferred.take() {
+            Waiting::Nothing => {}
+            Waiting::Prefixes(ids) => {
+                let numbers = self.exports.numbers();
+                let mut changes: Vec<BestChange> = ids
+                    .into_iter()
+                    .filter_map(|id| numbers.key(id))
+                    .map(|k| {
+                        let prefix = k.net();
+                        let now = self.rib.best(&prefix);
+                        BestChange { prefix, now }
+                    })
+                    .collect();
+                changes.sort_unstable_by_key(|c| c.prefix);
+                self.export_to(ip, &changes);
             }
-            for text in texts {
-                let e = SpeakerEvent::Rejected(p.cfg.address, text);
-                self.out.push(Output::Event(e));
-            }
+            Waiting::Everything => self.resend_all(ip),
         }
+        self.sweep_numbers();
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
+        };
         let Some(out) = p.out.as_ref() else {
             return;
         };
         // Refreshes after the deferred changes: they re-send what those set up.
         for family in std::mem::take(&mut p.refreshes) {
-            if let Ok(msgs) = out.rib.refresh(family, &out.tx, out.enhanced) {
+            let numbers = self.exports.numbers();
+            if let Ok(msgs) = out.rib.refresh(family, &out.tx, out.enhanced, numbers) {
                 p.updates_out += msgs.len() as u64;
                 self.out.push(Output::Send(ip, msgs));
             }

@@ -1,0 +1,183 @@
+//! What bounds the memory a reflector keeps per client, and must not change what the
+//! clients get: what each peer was sent is kept by prefix number
+//! (`rib::export::sent`), numbers nobody holds are freed and given to other prefixes;
+//! a peer that stops reading has its changed prefixes noted only up to a share of the
+//! table, and is sent everything again past it (`speaker::deferred`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is the test failing
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use tern_bgp::session::SessionEvent;
+use tern_bgp::speaker::core::{Input, Output, Speaker};
+use tern_bgp::wire::{CodecOptions, Message, Update};
+
+#[path = "scenarios/parse.rs"]
+#[allow(dead_code)] // the scenarios use more of it
+mod parse;
+
+fn words(s: &str) -> Vec<&str> {
+    s.split_whitespace().collect()
+}
+
+/// The `n` /32s of round `r`: rounds 0 and 5 are the same prefixes.
+fn round(r: u32, n: u32) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let x = (r % 5) * n + i;
+            format!("198.18.{}.{}/32", x / 256, x % 256)
+        })
+        .collect()
+}
+
+const A: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)), 179);
+const B: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 3)), 179);
+
+/// A reflector with two clients up, A and B.
+fn reflector(t0: Instant) -> Speaker {
+    let mut cfg = parse::config(&words("id 198.51.100.1 as 65000 cluster-id 198.51.100.250"));
+    cfg.peers = [A, B]
+        .iter()
+        .map(|p| {
+            let line = format!("{} as 65000 rr-client local 198.51.100.1", p.ip());
+            parse::peer(&words(&line))
+        })
+        .collect();
+    let (mut speaker, _) = Speaker::new(cfg, t0);
+    for p in [A, B] {
+        let (_, n) = parse::up(&words(&format!(
+            "{} as 65000 id {} families ipv4",
+            p.ip(),
+            p.ip()
+        )));
+        speaker.handle(
+            t0,
+            Input::Session(SessionEvent::Up {
+                peer: p,
+                negotiated: Box::new(n),
+            }),
+        );
+    }
+    speaker
+}
+
+/// An UPDATE from A.
+fn from_a(speaker: &mut Speaker, at: Instant, update: Update) -> Vec<Output> {
+    let update = Box::new(update);
+    speaker.handle(at, Input::Session(SessionEvent::Update { peer: A, update }))
+}
+
+/// The prefixes B holds, all with A's next hop.
+fn held_by_b(speaker: &Speaker) -> BTreeSet<IpNet> {
+    speaker
+        .advertised(B.ip())
+        .expect("b is established")
+        .into_iter()
+        .map(|(p, e)| {
+            assert_eq!(e.next_hop, A.ip());
+            p
+        })
+        .collect()
+}
+
+fn set(prefixes: &[String]) -> BTreeSet<IpNet> {
+    prefixes.iter().map(|p| p.parse().unwrap()).collect()
+}
+
+#[test]
+fn clients_hold_the_table_while_numbers_are_freed_and_given_again() {
+    let t0 = Instant::now();
+    let mut speaker = reflector(t0);
+    let send = |speaker: &mut Speaker, s: u64, update| {
+        from_a(speaker, t0 + Duration::from_secs(s), update);
+    };
+    let mut most = 0;
+    for r in 0..8u32 {
+        let now = round(r, 1000);
+        let line = format!("{} nh 198.51.100.2", now.join(" "));
+        send(
+            &mut speaker,
+            u64::from(r) + 1,
+            parse::announce(&words(&line)),
+        );
+        if r > 0 {
+            let gone = round(r - 1, 1000).join(" ");
+            send(
+                &mut speaker,
+                u64::from(r) + 1,
+                parse::withdrawal(&words(&gone)),
+            );
+        }
+        most = most.max(speaker.prefix_numbers());
+
+        assert_eq!(held_by_b(&speaker), set(&now), "round {r}");
+        assert!(
+            speaker.advertised(A.ip()).expect("a").is_empty(),
+            "never back to the sender"
+        );
+    }
+    // Five rounds of distinct prefixes were numbered (5,000), yet numbers were freed
+    // along the way: never more than twice the 1,024 kept before a sweep, plus a round.
+    assert!(most <= 2 * 1024 + 1000, "{most} numbers");
+    assert!(most >= 2000, "{most}: every round's prefixes were numbered");
+}
+
+#[test]
+fn a_client_far_behind_is_sent_the_table_again_and_what_went_withdrawn() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let mut speaker = reflector(t0);
+    let first = round(0, 3000);
+    from_a(
+        &mut speaker,
+        at(1),
+        parse::announce(&words(&format!("{} nh 198.51.100.2", first.join(" ")))),
+    );
+    assert_eq!(held_by_b(&speaker), set(&first));
+
+    // B stops reading: 2,000 withdrawn and 2,000 new, past the 1,024 noted.
+    speaker.handle(at(2), Input::Stalled(B.ip()));
+    let gone = &first[..2000];
+    from_a(
+        &mut speaker,
+        at(3),
+        parse::withdrawal(&words(&gone.join(" "))),
+    );
+    let new = round(2, 2000); // 4,000 to 5,999: none of the first
+    let out = from_a(
+        &mut speaker,
+        at(3),
+        parse::announce(&words(&format!("{} nh 198.51.100.2", new.join(" ")))),
+    );
+    assert!(
+        !out.iter()
+            .any(|o| matches!(o, Output::Send(ip, _) if *ip == B.ip())),
+        "nothing for b while it does not read"
+    );
+    assert_eq!(held_by_b(&speaker), set(&first), "b holds what it was sent");
+
+    let out = speaker.handle(at(4), Input::Writable(B.ip()));
+    let (mut announced, mut withdrawn) = (BTreeSet::new(), BTreeSet::new());
+    for msgs in out.iter().filter_map(|o| match o {
+        Output::Send(ip, m) if *ip == B.ip() => Some(m),
+        _ => None,
+    }) {
+        for b in msgs {
+            let Ok(Message::Update(u)) = Message::decode(b.clone(), &CodecOptions::modern()) else {
+                continue;
+            };
+            announced.extend(u.nlri.iter().map(|n| n.prefix));
+            withdrawn.extend(u.withdrawn.iter().map(|n| n.prefix));
+        }
+    }
+    let want: BTreeSet<IpNet> = set(&first[2000..]).union(&set(&new)).copied().collect();
+    assert_eq!(held_by_b(&speaker), want);
+    assert_eq!(withdrawn, set(gone), "what went, withdrawn");
+    assert_eq!(
+        announced,
+        set(&new),
+        "only what b did not have: the rest is unchanged"
+    );
+}
