@@ -8,6 +8,9 @@ use std::process::{Command, Output};
 
 use crate::{Error, Result};
 
+mod interrupt;
+pub use interrupt::clean_up_on_signals;
+
 /// Directory where `ip netns` keeps its named namespaces.
 pub const NETNS_DIR: &str = "/run/netns";
 
@@ -45,6 +48,7 @@ impl Netns {
             let _ = run("ip", &["netns", "del", name]);
         }
         run("ip", &["netns", "add", name])?;
+        interrupt::own(name);
         let ns = Netns {
             name: name.to_string(),
         };
@@ -142,6 +146,7 @@ impl Netns {
     pub fn detach(mut self) -> String {
         let name = std::mem::take(&mut self.name);
         std::mem::forget(self);
+        interrupt::disown(&name);
         name
     }
 
@@ -217,6 +222,7 @@ pub fn enter_thread(name: &str) -> Result<()> {
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = run("ip", &["netns", "del", &self.name]);
+        interrupt::disown(&self.name);
     }
 }
 

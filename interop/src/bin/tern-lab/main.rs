@@ -254,6 +254,7 @@ fn main() -> ExitCode {
             eprintln!("tern-lab: {reason}");
             return ExitCode::from(2);
         }
+        tern_interop::netns::clean_up_on_signals();
         match cli.command {
             Command::Up(up) => linux::up(up),
             Command::Status(w) => linux::status(&w),
