@@ -10,18 +10,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tern_interop::lab::state;
+
 const TERN_LAB: &str = env!("CARGO_BIN_EXE_tern-lab");
 const PREFIX: &str = "tbx-";
 
 fn namespaces() -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with(PREFIX))
-                .collect()
-        })
-        .unwrap_or_default()
+    state::namespaces_with_prefix(PREFIX)
 }
 
 /// PIDs of processes whose command line names `dir` (the daemons the bench started).
@@ -41,9 +36,9 @@ fn started_in(dir: &str) -> Vec<String> {
     found
 }
 
-/// Kills the bench and what it started (by PID), and deletes its namespaces, if the
-/// test ends early.
-struct Guard(Option<Child>, String);
+/// Kills the bench and removes its namespaces with what runs in them (as `tern-lab
+/// down` does), if the test ends early.
+struct Guard(Option<Child>);
 
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -51,15 +46,7 @@ impl Drop for Guard {
             let _ = c.kill();
             let _ = c.wait();
         }
-        for p in started_in(&self.1) {
-            if let Some(Ok(pid)) = p.split(':').next().map(str::parse::<i32>) {
-                let pid = nix::unistd::Pid::from_raw(pid);
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            }
-        }
-        for ns in namespaces() {
-            let _ = Command::new("ip").args(["netns", "del", &ns]).status();
-        }
+        state::down(&namespaces());
     }
 }
 
@@ -90,7 +77,7 @@ fn a_bench_stopped_by_sigterm_removes_its_namespaces_and_daemons() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("tern-lab: {e}"));
-    let mut guard = Guard(Some(child), dir_s.clone());
+    let mut guard = Guard(Some(child));
 
     // Until the run is under way: both namespaces there and BIRD running.
     let deadline = Instant::now() + Duration::from_secs(60);

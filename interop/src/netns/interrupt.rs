@@ -2,8 +2,9 @@
 //! signal ends the process without running the [`Netns`](super::Netns) guards' drops,
 //! so the namespaces of a benchmark or a lab being built stayed, with the daemons in
 //! them still running. Here every namespace a guard owns is noted; on one of those
-//! signals a watcher thread kills what runs in each (by PID, as `ip netns pids` lists
-//! them), deletes them, and exits with 128 + the signal. The handler itself only
+//! signals a watcher thread removes them as `tern-lab down` does
+//! ([`crate::lab::state::down`]: what runs in each stopped by PID, then deleted), and
+//! exits with 128 + the signal. The handler itself only
 //! stores the signal's number (async-signal-safe); `exec` resets it in children, so the
 //! daemons keep their own SIGTERM. No crate in the tree does this (`tokio::signal`
 //! needs a runtime, which `tern-lab` does not run on its main thread).
@@ -12,10 +13,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-use nix::unistd::Pid;
-
-use super::run;
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 
 /// The namespaces owned by live guards.
 static OWNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -63,19 +61,10 @@ pub fn clean_up_on_signals() {
     });
 }
 
-/// Kills what runs in every owned namespace and deletes it.
+/// Stops what runs in every owned namespace and deletes it.
 fn remove_owned(sig: i32) {
     let names: Vec<String> = OWNED.lock().map(|v| v.clone()).unwrap_or_default();
     let name = Signal::try_from(sig).map_or("a signal", |s| s.as_str());
     eprintln!("tern-lab: {name}: removing namespaces {}", names.join(", "));
-    for ns in &names {
-        if let Ok(out) = run("ip", &["netns", "pids", ns]) {
-            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                if let Ok(pid) = pid.parse::<i32>() {
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-                }
-            }
-        }
-        let _ = run("ip", &["netns", "del", ns]);
-    }
+    crate::lab::state::down(&names);
 }

@@ -4,7 +4,9 @@
 //! ([`Speaker::handle_batch`]) send their changes once: a reflector with a thousand
 //! clients otherwise writes a small UPDATE to every client for every UPDATE it gets.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+
+use bytes::Bytes;
 use std::time::Instant;
 
 use crate::rib::export::{self, ExportMemo};
@@ -103,14 +105,8 @@ impl Speaker {
             if ibgp_only && out.rib.refuses_ibgp() && !out.rib.holds_any(&changes, &mut memo) {
                 continue;
             }
-            let (msgs, texts) = p.export(&self.cfg, &self.origins, &changes, &mut memo);
-            if !msgs.is_empty() {
-                self.out.push(Output::Send(*ip, msgs));
-            }
-            for text in texts {
-                let e = SpeakerEvent::Rejected(p.cfg.address, text);
-                self.out.push(Output::Event(e));
-            }
+            let exported = p.export(&self.cfg, &self.origins, &changes, &mut memo);
+            emit(&mut self.out, *ip, p.cfg.address, exported);
         }
         self.out.push(Output::Rib(RibNews::Changes(changes)));
         self.sweep_numbers();
@@ -138,14 +134,8 @@ impl Speaker {
             return;
         };
         let memo = &mut ExportMemo::new(&mut self.exports);
-        let (msgs, texts) = p.export(&self.cfg, &self.origins, changes, memo);
-        if !msgs.is_empty() {
-            self.out.push(Output::Send(ip, msgs));
-        }
-        for text in texts {
-            let e = SpeakerEvent::Rejected(p.cfg.address, text);
-            self.out.push(Output::Event(e));
-        }
+        let exported = p.export(&self.cfg, &self.origins, changes, memo);
+        emit(&mut self.out, ip, p.cfg.address, exported);
     }
 
     /// Everything again, for a peer too far behind to note each prefix: the Loc-RIB
@@ -220,5 +210,20 @@ impl Speaker {
                 self.out.push(Output::Send(ip, msgs));
             }
         }
+    }
+}
+
+/// Outputs one peer's export: its UPDATEs, and what its policy refused.
+fn emit(
+    out: &mut Vec<Output>,
+    ip: IpAddr,
+    peer: SocketAddr,
+    (msgs, texts): (Vec<Bytes>, Vec<String>),
+) {
+    if !msgs.is_empty() {
+        out.push(Output::Send(ip, msgs));
+    }
+    for text in texts {
+        out.push(Output::Event(SpeakerEvent::Rejected(peer, text)));
     }
 }
