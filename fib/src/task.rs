@@ -561,11 +561,12 @@ impl<B: Backend> Task<B> {
             "kernel batch applied"
         );
         let settled = settle(receipts, report);
-        self.refused(settled.refused);
         for c in settled.done {
             let p = Sent::prefix(&c);
             let before = self.share(&p);
-            if self.refusals.clear(&p) {
+            // A delete clears a refusal too (the route is no longer wanted), but
+            // only a put is the kernel taking what it refused.
+            if self.refusals.clear(&p) && !c.is_delete() {
                 tracing::info!(prefix = %p, "the kernel accepted the route it refused before");
             }
             match c {
@@ -575,6 +576,9 @@ impl<B: Backend> Task<B> {
             }
             self.counted(&p, before);
         }
+        // After the done ones: a metric change's delete, done, must not clear the
+        // refusal of its add.
+        self.refused(settled.refused);
         // Last: a withdrawal frees the kernel view's entries in the loop above.
         if n >= TRIM_AFTER {
             (self.release_freed)();

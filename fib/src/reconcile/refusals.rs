@@ -2,7 +2,7 @@
 //! interface or an address may have come back since) and reported by `tern fib` and
 //! `tern diagnose`; and how a batch's report settles each change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use ipnet::IpNet;
 
@@ -75,20 +75,35 @@ impl Sent for RouteChange {
 /// Splits the sent `changes` by the kernel's `report`. A delete the kernel answers
 /// "not found" found nothing to delete: the route is gone already (replaced by another
 /// protocol's, or removed), so it is done, not refused.
+///
+/// A batch can hold two changes of one prefix (a metric change is a delete, then an
+/// add): a refusal is matched to the change of its own kind, in order. Matched by
+/// prefix alone, the add's refusal was taken for the delete's and the add counted as
+/// done: the route was missing from the kernel, the FIB believed it installed, and
+/// neither a retry nor a `route-refused` finding followed.
 pub fn settle<C: Sent>(changes: Vec<C>, report: ApplyReport) -> Settled<C> {
-    let mut failed: BTreeMap<IpNet, RouteFailure> =
-        report.failed.into_iter().map(|f| (f.prefix, f)).collect();
+    let mut failed: BTreeMap<(IpNet, bool), VecDeque<RouteFailure>> = BTreeMap::new();
+    for f in report.failed {
+        let key = (f.prefix, f.change == "delete");
+        failed.entry(key).or_default().push_back(f);
+    }
     let mut out = Settled {
         done: Vec::with_capacity(changes.len()),
         refused: Vec::new(),
     };
     for c in changes {
-        match failed.remove(&c.prefix()) {
+        let refusal = failed
+            .get_mut(&(c.prefix(), c.is_delete()))
+            .and_then(VecDeque::pop_front);
+        match refusal {
             Some(f) if c.is_delete() && f.kind == FailureKind::NotFound => out.done.push(c),
             Some(f) => out.refused.push(f),
             None => out.done.push(c),
         }
     }
+    // Refusals that match no change (an answer that did not say for which route) are
+    // still reported.
+    out.refused.extend(failed.into_values().flatten());
     out
 }
 
@@ -157,5 +172,35 @@ mod tests {
         let s = settle(vec![add, del.clone()], report);
         assert_eq!(s.done, vec![del]);
         assert_eq!(s.refused.len(), 1);
+    }
+
+    /// A metric change sends a delete, then an add, of one prefix: the kernel took the
+    /// delete and refused the add. The add is refused, the delete done.
+    #[test]
+    fn two_changes_of_one_prefix_are_settled_each_by_its_own_answer() {
+        let p: IpNet = "198.18.102.0/24".parse().unwrap_or_else(|e| panic!("{e}"));
+        let del = RouteChange::Delete {
+            prefix: p,
+            table: 254,
+        };
+        let add = RouteChange::Add(Route {
+            prefix: p,
+            kind: RouteKind::Blackhole,
+            metric: 7,
+            table: 254,
+        });
+        let report = ApplyReport {
+            applied: 1,
+            failed: vec![failure(
+                "198.18.102.0/24",
+                "add",
+                FailureKind::Unreachable,
+                "Network is unreachable",
+            )],
+        };
+        let s = settle(vec![del.clone(), add], report);
+        assert_eq!(s.done, vec![del]);
+        assert_eq!(s.refused.len(), 1);
+        assert_eq!(s.refused.first().map(|f| f.change), Some("add"));
     }
 }

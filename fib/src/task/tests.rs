@@ -521,3 +521,41 @@ async fn without_a_predecessor_birds_routes_are_not_touched() {
     assert_eq!(h.state().await, (vec![], vec![], vec![]));
     assert_eq!(kernel.0.lock().unwrap().others().len(), 1);
 }
+
+/// The lab's sequence: a route through a reachable gateway is installed, then the best
+/// path moves to a next hop off every connected network with another metric (an eBGP
+/// path and an iBGP one get different metrics). The metric change deletes the old
+/// route, the kernel refuses the new one: the route is missing and refused (retried,
+/// a `route-refused` finding), not taken for installed.
+#[tokio::test(start_paused = true)]
+async fn a_metric_change_to_a_next_hop_the_kernel_refuses_is_a_refusal() {
+    let kernel = Shared::default();
+    kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
+    let h = start(kernel);
+    let near = Route {
+        metric: 100,
+        ..via("198.18.102.0/24", "198.51.100.2", false)
+    };
+    h.want(&near).await;
+    assert_eq!(h.state().await.0, s(&["198.18.102.0/24"]));
+    let far = Route {
+        metric: 200,
+        ..via("198.18.102.0/24", "203.0.113.50", false)
+    };
+    h.want(&far).await;
+    let report = h.report().await;
+    assert_eq!(report.missing.len(), 1, "{report:?}");
+    assert!(report.installed.is_empty(), "{report:?}");
+    assert_eq!(report.refused_by_system, 1, "{report:?}");
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| f.contains("198.18.102.0/24")),
+        "{report:?}"
+    );
+    assert_eq!(h.kernel.0.lock().unwrap().route(far.prefix, 254), None);
+    // Retried: the refusal stays while the kernel still refuses.
+    tokio::time::sleep(RETRY * 2).await;
+    assert_eq!(h.report().await.refused_by_system, 1);
+}
