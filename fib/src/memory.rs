@@ -120,7 +120,7 @@ impl MemoryFib {
             return Err(other("Invalid argument (no next hop)"));
         }
         let subnets = connected_subnets(&self.interfaces);
-        for h in hops {
+        for h in hops.iter() {
             let iface = match h.interface {
                 Some(i) => Some(
                     self.interfaces

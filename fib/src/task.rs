@@ -10,10 +10,11 @@
 //! our graceful restart is over). The task publishes whether that grace still runs.
 
 mod counts;
-mod installed;
+mod intake;
 mod news;
 pub mod predecessor;
 pub mod report;
+mod table;
 #[cfg(test)]
 mod tests;
 
@@ -31,7 +32,7 @@ use ipnet::IpNet;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use installed::Receipt;
+use table::{Receipt, Table};
 
 use crate::diag::{Finding, PeerFacts, Resolution};
 use crate::reconcile::{self, repair, settle, tunnel, Refusals, Sent, Unwanted, TUNNEL_DEVICE};
@@ -166,24 +167,22 @@ pub struct Inputs<F: RouteFilter> {
     /// routes left in tern's table count as forwarding state kept and are removed
     /// when the grace ends; see [`predecessor`].
     pub predecessor: Option<u8>,
-    /// Gives freed heap pages back to the system; called after a kernel batch of at
-    /// least [`TRIM_AFTER`] changes, whose transient copies (the plan, the backend's
-    /// messages) the allocator would otherwise keep resident, and after a re-read of
-    /// at least as many routes.
+    /// Gives freed heap pages back to the system; called once at least [`TRIM_AFTER`]
+    /// changes went to the kernel since the last call and no route news waits (their
+    /// transient copies, the plan and the backend's messages, the allocator would
+    /// otherwise keep resident), and after a re-read of at least as many routes.
     pub release_freed: fn(),
 }
 
-/// Kernel batches with at least this many changes are followed by
-/// [`Inputs::release_freed`]: below it the transient peak is small and the call
-/// (which walks the heap) is not worth it.
+/// Kernel changes after which [`Inputs::release_freed`] is called: below it the
+/// transient peak is small and the call (which walks the heap) is not worth it.
 pub const TRIM_AFTER: usize = 10_000;
 
 pub(crate) struct Task<B: Backend> {
     pub(crate) backend: B,
-    pub(crate) wanted: BTreeMap<IpNet, Route>,
-    /// tern's routes as the kernel has them (as far as this task knows), kept against
-    /// `wanted`.
-    pub(crate) kernel: installed::Installed,
+    /// The wanted routes and, against them, tern's routes as the kernel has them (as
+    /// far as this task knows).
+    pub(crate) table: Table,
     pub(crate) refusals: Refusals,
     /// Routes found in the kernel at start (an earlier run's) and not wanted since:
     /// the only ones the restart grace protects.
@@ -203,6 +202,8 @@ pub(crate) struct Task<B: Backend> {
     left: predecessor::Left,
     /// See [`Inputs::release_freed`].
     release_freed: fn(),
+    /// Changes sent to the kernel since the freed heap was last given back.
+    unreleased: usize,
 }
 
 /// Runs the FIB task until the daemon's command channel closes. Starts by reading
@@ -245,7 +246,7 @@ pub async fn run<B: Backend, F: RouteFilter>(backend: B, inputs: Inputs<F>) {
                     continue;
                 }
                 () = news.notify.notified() => {
-                    resync.news(&news, &t.kernel);
+                    resync.news(&news, &t.table);
                     continue;
                 }
                 () = resync.due() => {
@@ -284,9 +285,9 @@ impl Resync {
     /// Kernel news: our own deletions come back as removals, so only a removed route
     /// we still count as installed means someone else took it. A burst of such news
     /// makes one re-read, and route batches keep flowing meanwhile.
-    fn news(&mut self, news: &KernelNews, kernel: &installed::Installed) {
+    fn news(&mut self, news: &KernelNews, table: &Table) {
         let (full, removed) = news.take();
-        let ours = removed.iter().filter(|p| kernel.contains_key(p)).count();
+        let ours = removed.iter().filter(|p| table.in_kernel(p)).count();
         if full || ours > 0 {
             tracing::debug!(full, removed = removed.len(), ours, "kernel re-read due");
             let at = (self.last + RESYNC_GAP).max(Instant::now());
@@ -315,7 +316,7 @@ impl Resync {
 impl<B: Backend> Task<B> {
     /// The task's state at start: tern's routes as an earlier run left them.
     async fn start(mut backend: B, predecessor: Option<u8>) -> Task<B> {
-        let kernel = match backend.own_routes().await {
+        let table = match backend.own_routes().await {
             Ok(r) => {
                 if !r.is_empty() {
                     tracing::info!(
@@ -323,20 +324,19 @@ impl<B: Backend> Task<B> {
                         "found tern routes in the kernel from an earlier run; keeping them while peers reconverge"
                     );
                 }
-                installed::Installed::from_kernel(r)
+                Table::from_kernel(r)
             }
             Err(e) => {
                 tracing::error!("cannot read tern's routes from the kernel: {e}");
-                installed::Installed::default()
+                Table::default()
             }
         };
         let left = predecessor::Left::find(&mut backend, predecessor).await;
         let mut t = Task {
             backend,
-            wanted: BTreeMap::new(),
-            adopted: kernel.keys().copied().collect(),
-            found_at_start: kernel.len() + left.len(),
-            kernel,
+            adopted: table.kernel_prefixes().copied().collect(),
+            found_at_start: table.kernel_len() + left.len(),
+            table,
             refusals: Refusals::default(),
             grace: true,
             last_apply: Duration::ZERO,
@@ -345,6 +345,7 @@ impl<B: Backend> Task<B> {
             tunnel: None,
             left,
             release_freed: || {},
+            unreleased: 0,
         };
         t.recount();
         t
@@ -357,19 +358,26 @@ impl<B: Backend> Task<B> {
         commands: &mut mpsc::Receiver<FibMsg>,
     ) -> Option<FibMsg> {
         match msg {
-            FibMsg::Want(mut batch) => {
+            FibMsg::Want(batch) => {
                 // Coalesce the route batches queued behind this one into one pass.
+                let mut touched = Vec::new();
+                self.note(Routes::Want(batch), &mut touched);
                 let mut next = None;
                 while let Ok(m) = commands.try_recv() {
                     match m {
-                        FibMsg::Want(more) => batch.extend(more),
+                        FibMsg::Want(more) => {
+                            self.note(Routes::Want(more), &mut touched);
+                        }
                         other => {
                             next = Some(other);
                             break;
                         }
                     }
                 }
-                self.want(batch).await;
+                touched.sort_unstable();
+                touched.dedup();
+                self.sync(&touched).await;
+                self.release_if_due(next.is_none());
                 return next;
             }
             FibMsg::Report(reply) => {
@@ -391,87 +399,12 @@ impl<B: Backend> Task<B> {
         None
     }
 
-    /// Route news: this message and those queued behind it in one kernel batch; the
-    /// end of the grace after them, so routes the source re-learnt are adopted first.
-    async fn on_routes<F: RouteFilter>(
-        &mut self,
-        first: Routes,
-        routes: &mut mpsc::Receiver<F::News>,
-        filter: &mut F,
-        grace: &watch::Sender<bool>,
-    ) {
-        let mut batch = Vec::new();
-        let mut converged = false;
-        let mut take = |r: Routes| match r {
-            Routes::Want(w) => batch.extend(w),
-            Routes::Converged => converged = true,
-        };
-        take(first);
-        while let Ok(n) = routes.try_recv() {
-            take(filter.filter(n));
-        }
-        self.want(batch).await;
-        if converged {
-            self.end_grace(grace).await;
-        }
-    }
-
-    /// Records wanted-route changes and brings the kernel in line, in one batch (the
-    /// backend pipelines it).
-    async fn want(&mut self, batch: Vec<(IpNet, Option<Route>)>) {
-        if batch.is_empty() {
-            return;
-        }
-        let mut touched = BTreeSet::new();
-        for (p, r) in batch {
-            let before = self.share(&p);
-            let old = match r {
-                Some(r) => {
-                    self.adopted.remove(&p);
-                    self.wanted.insert(p, r)
-                }
-                None => self.wanted.remove(&p),
-            };
-            self.kernel.wanted_changes(&p, old, self.wanted.get(&p));
-            self.counted(&p, before);
-            touched.insert(p);
-        }
-        let touched: Vec<IpNet> = touched.into_iter().collect();
-        self.sync(&touched).await;
-    }
-
-    /// The restart grace is over: tern's routes nobody wants go.
-    async fn end_grace(&mut self, grace: &watch::Sender<bool>) {
-        if !self.grace {
-            return;
-        }
-        self.grace = false;
-        self.adopted.clear();
-        grace.send_replace(false);
-        let stale: Vec<IpNet> = self
-            .kernel
-            .keys()
-            .filter(|p| !self.wanted.contains_key(p))
-            .copied()
-            .collect();
-        if stale.is_empty() {
-            tracing::debug!("routes complete: restart grace over");
-        } else {
-            tracing::info!(
-                routes = stale.len(),
-                "routes complete, restart grace over: removing tern routes no longer wanted"
-            );
-        }
-        self.sync(&stale).await;
-        self.left.remove(&mut self.backend).await;
-    }
-
     /// Finds the tunnel device when a route among `prefixes` needs it and it is not
     /// known yet.
     async fn find_tunnel(&mut self, prefixes: &[IpNet]) {
         let needed = prefixes
             .iter()
-            .any(|p| self.wanted.get(p).is_some_and(tunnel::needs_tunnel));
+            .any(|p| self.table.want(p).is_some_and(|w| tunnel::needs_tunnel(&w)));
         if self.tunnel.is_some() || !needed {
             return;
         }
@@ -523,11 +456,11 @@ impl<B: Backend> Task<B> {
         } else {
             Unwanted::Delete
         };
-        let (wanted, kernel) = (&self.wanted, &self.kernel);
+        let table = &self.table;
         let plan = reconcile::plan(
             prefixes,
-            wanted,
-            |p| kernel.get(p, wanted),
+            |p| table.want(p),
+            |p| table.kernel(p),
             unwanted,
             self.tunnel,
         );
@@ -550,7 +483,7 @@ impl<B: Backend> Task<B> {
         // of 100,000 routes. A route sent as wanted is noted as such, without a copy.
         let receipts: Vec<Receipt> = changes
             .iter()
-            .map(|c| Receipt::of(c, &self.wanted))
+            .map(|c| Receipt::of(c, &self.table))
             .collect();
         let report = self.backend.apply(changes).await;
         self.last_apply = t0.elapsed();
@@ -570,19 +503,16 @@ impl<B: Backend> Task<B> {
                 tracing::info!(prefix = %p, "the kernel accepted the route it refused before");
             }
             match c {
-                Receipt::Put(p, None) => self.kernel.insert_as_wanted(p),
-                Receipt::Put(_, Some(r)) => self.kernel.insert(*r, &self.wanted),
-                Receipt::Delete(p) => self.kernel.remove(&p),
+                Receipt::Put(p, None) => self.table.kernel_put_as_wanted(p),
+                Receipt::Put(_, Some(r)) => self.table.kernel_put(*r),
+                Receipt::Delete(p) => self.table.kernel_remove(&p),
             }
             self.counted(&p, before);
         }
         // After the done ones: a metric change's delete, done, must not clear the
         // refusal of its add.
         self.refused(settled.refused);
-        // Last: a withdrawal frees the kernel view's entries in the loop above.
-        if n >= TRIM_AFTER {
-            (self.release_freed)();
-        }
+        self.unreleased += n;
     }
 
     /// Re-reads tern's routes from the kernel and brings it back in line: wanted routes
@@ -598,9 +528,9 @@ impl<B: Backend> Task<B> {
             }
         };
         let all: Vec<IpNet> = self
-            .wanted
-            .keys()
-            .chain(self.kernel.keys())
+            .table
+            .wanted_prefixes()
+            .chain(self.table.kernel_prefixes())
             .chain(fresh.keys())
             .copied()
             .collect::<BTreeSet<_>>()
@@ -608,12 +538,14 @@ impl<B: Backend> Task<B> {
             .collect();
         self.find_tunnel(&all).await;
         let mut back = Vec::new();
-        let kernel = self.kernel.iter(&self.wanted);
-        for (p, old) in kernel.filter(|(p, _)| !fresh.contains_key(p)) {
-            let want = self.wanted.get(p).map(|w| tunnel::resolve(w, self.tunnel));
-            if let Some(c) = want
-                .and_then(Result::ok)
-                .and_then(|w| repair(Some(&w), old))
+        let kernel = self.table.kernel_routes();
+        for old in kernel.filter(|r| !fresh.contains_key(&r.prefix)) {
+            let Some(want) = self.table.want(&old.prefix) else {
+                continue;
+            };
+            if let Some(c) = tunnel::resolve(&want, self.tunnel)
+                .ok()
+                .and_then(|w| repair(Some(&w), &old))
             {
                 back.push(c);
             }
@@ -628,17 +560,16 @@ impl<B: Backend> Task<B> {
         // from the dump, which is then dropped whole: keeping a million freshly
         // parsed routes scattered among the parser's freed buffers kept the resident
         // size 30 MB higher after one re-read of 100,000 routes.
-        self.kernel.retain(&self.wanted, |p, r| {
-            fresh.get(p).is_some_and(|f| reconcile::same(r, f))
-        });
+        self.table
+            .kernel_retain(|p, r| fresh.get(p).is_some_and(|f| reconcile::same(r, f)));
         for (p, f) in fresh {
-            if !self.kernel.contains_key(&p) {
-                self.kernel.insert(f, &self.wanted);
+            if !self.table.in_kernel(&p) {
+                self.table.kernel_put(f);
             }
         }
         self.recount();
         // The dump's parsed routes are freed now; the allocator would keep them.
-        if self.kernel.len() >= TRIM_AFTER {
+        if self.table.kernel_len() >= TRIM_AFTER {
             (self.release_freed)();
         }
         let repaired: BTreeSet<IpNet> = back.iter().map(RouteChange::prefix).collect();

@@ -25,13 +25,25 @@ pub struct Route {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RouteKind {
-    /// Forward via one next hop, or several (ECMP).
-    Unicast(Vec<NextHop>),
+    /// Forward via one next hop, or several (ECMP). Shared: the routes of one peer
+    /// mostly have the same next hops, and the FIB task keeps one copy of them
+    /// ([`NextHops`]), so a route clone is a counter increment, not an allocation.
+    Unicast(NextHops),
     /// Drop silently (a node's own IPAM blocks).
     Blackhole,
     /// Drop with ICMP unreachable.
     Unreachable,
 }
+
+impl RouteKind {
+    /// A unicast route's kind from its next hops.
+    pub fn unicast(hops: Vec<NextHop>) -> RouteKind {
+        RouteKind::Unicast(hops.into())
+    }
+}
+
+/// The next hops of a unicast route, shared between routes.
+pub type NextHops = std::sync::Arc<[NextHop]>;
 
 /// One way out for a unicast route.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]

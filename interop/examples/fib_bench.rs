@@ -166,7 +166,7 @@ mod bench {
             for i in 0..n {
                 adds.push(RouteChange::Add(Route {
                     prefix: IpNet::new(IpAddr::V4(prefix(i)), 32).map_err(|e| e.to_string())?,
-                    kind: RouteKind::Unicast(vec![NextHop {
+                    kind: RouteKind::unicast(vec![NextHop {
                         interface: eth0,
                         ..NextHop::via(IpAddr::V4(GW))
                     }]),

@@ -123,17 +123,17 @@ fn every_route_kind_is_programmed_and_read_back() {
     let wanted = vec![
         route(
             "198.18.1.0/26",
-            RouteKind::Unicast(vec![hop("198.51.100.2", eth0)]),
+            RouteKind::unicast(vec![hop("198.51.100.2", eth0)]),
         ),
         route(
             "198.18.1.64/26",
-            RouteKind::Unicast(vec![hop("198.51.100.2", eth0), hop("198.51.100.3", eth0)]),
+            RouteKind::unicast(vec![hop("198.51.100.2", eth0), hop("198.51.100.3", eth0)]),
         ),
         route("198.18.2.0/26", RouteKind::Blackhole),
         route("198.18.2.64/26", RouteKind::Unreachable),
         route(
             "198.18.3.1/32",
-            RouteKind::Unicast(vec![NextHop {
+            RouteKind::unicast(vec![NextHop {
                 gateway: None,
                 interface: Some(eth0),
                 onlink: false,
@@ -142,25 +142,25 @@ fn every_route_kind_is_programmed_and_read_back() {
         ),
         route(
             "198.18.3.2/32",
-            RouteKind::Unicast(vec![NextHop {
+            RouteKind::unicast(vec![NextHop {
                 onlink: true,
                 ..hop("203.0.113.9", eth0)
             }]),
         ),
         route(
             "198.18.4.0/24",
-            RouteKind::Unicast(vec![hop("2001:db8::2", eth0)]),
+            RouteKind::unicast(vec![hop("2001:db8::2", eth0)]),
         ),
         Route {
             metric: 512,
             ..route(
                 "2001:db8:100::/64",
-                RouteKind::Unicast(vec![hop("2001:db8::2", eth0)]),
+                RouteKind::unicast(vec![hop("2001:db8::2", eth0)]),
             )
         },
         route(
             "2001:db8:200::/64",
-            RouteKind::Unicast(vec![hop("2001:db8::2", eth0), hop("2001:db8::3", eth0)]),
+            RouteKind::unicast(vec![hop("2001:db8::2", eth0), hop("2001:db8::3", eth0)]),
         ),
     ];
     let (report, own) = in_ns(&node, async || {
@@ -217,7 +217,7 @@ fn every_route_kind_is_programmed_and_read_back() {
             RouteChange::Add(route("198.18.2.0/26", RouteKind::Blackhole)),
             RouteChange::Replace(route(
                 "198.18.1.0/26",
-                RouteKind::Unicast(vec![hop("198.51.100.3", eth0)]),
+                RouteKind::unicast(vec![hop("198.51.100.3", eth0)]),
             )),
             RouteChange::Delete {
                 prefix: net("198.18.9.0/24"),
@@ -297,7 +297,7 @@ fn restart_adopts_wanted_routes_and_removes_stale_ones_only_after_grace() {
         .map(|i| {
             route(
                 &format!("198.18.{}.{}/32", 10 + i / 100, i % 100),
-                RouteKind::Unicast(vec![hop("198.51.100.2", eth0)]),
+                RouteKind::unicast(vec![hop("198.51.100.2", eth0)]),
             )
         })
         .collect();
@@ -311,7 +311,7 @@ fn restart_adopts_wanted_routes_and_removes_stale_ones_only_after_grace() {
     assert_eq!(report.applied, 200, "{report:?}");
     // The second life wants 150 of them, one with a new next hop.
     let mut wanted: Vec<Route> = before[..150].to_vec();
-    wanted[0].kind = RouteKind::Unicast(vec![hop("198.51.100.3", eth0)]);
+    wanted[0].kind = RouteKind::unicast(vec![hop("198.51.100.3", eth0)]);
     let (during, after) = in_ns(&node, async || {
         let mut fib = LinuxFib::new(PROTO, 254).unwrap_or_else(|e| panic!("{e}"));
         let kernel = fib.own_routes().await.unwrap_or_else(|e| panic!("{e}"));
@@ -542,7 +542,7 @@ fn a_route_deleted_by_someone_else_is_put_back() {
     let eth0 = ifindex(&node, "eth0");
     let wanted = route(
         "198.18.20.0/26",
-        RouteKind::Unicast(vec![hop("198.51.100.2", eth0)]),
+        RouteKind::unicast(vec![hop("198.51.100.2", eth0)]),
     );
     let ns = node.name().to_string();
     let (seen, back) = in_ns(&node, async || {
@@ -595,7 +595,7 @@ fn the_filtered_watch_skips_own_additions_only() {
     let eth0 = ifindex(&node, "eth0");
     let ours = route(
         "198.18.21.0/26",
-        RouteKind::Unicast(vec![hop("198.51.100.2", eth0)]),
+        RouteKind::unicast(vec![hop("198.51.100.2", eth0)]),
     );
     let ns = node.name().to_string();
     let events = in_ns(&node, async || {
@@ -608,7 +608,7 @@ fn the_filtered_watch_skips_own_additions_only() {
         // Added and removed by the FIB itself: neither must arrive.
         let other = route(
             "198.18.23.0/26",
-            RouteKind::Unicast(vec![hop("198.51.100.2", eth0)]),
+            RouteKind::unicast(vec![hop("198.51.100.2", eth0)]),
         );
         let r = fib
             .apply(vec![

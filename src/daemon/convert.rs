@@ -216,7 +216,7 @@ fn ipip(prefix: IpNet, next_hop: IpAddr, encap: &Encapsulation) -> bool {
 pub fn peer_route(prefix: IpNet, gateway: IpAddr, table: u32) -> Route {
     Route {
         prefix,
-        kind: RouteKind::Unicast(vec![NextHop::via(gateway)]),
+        kind: RouteKind::Unicast([NextHop::via(gateway)].into()),
         metric: 0,
         table,
     }

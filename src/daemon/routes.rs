@@ -372,7 +372,7 @@ spec: {{cidr: 198.18.3.0/24}}
 
     fn hops(r: &Route) -> Vec<NextHop> {
         match &r.kind {
-            RouteKind::Unicast(h) => h.clone(),
+            RouteKind::Unicast(h) => h.to_vec(),
             other => panic!("{other:?}"),
         }
     }

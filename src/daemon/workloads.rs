@@ -23,7 +23,7 @@ fn host_route_device(r: &Route) -> Option<u32> {
         return None;
     }
     match &r.kind {
-        RouteKind::Unicast(h) => match h.as_slice() {
+        RouteKind::Unicast(h) => match &h[..] {
             [one] if one.gateway.is_none() => one.interface,
             _ => None,
         },

@@ -83,14 +83,14 @@ pub fn install(route: &Route, protocol: u8) -> Result<RouteMessage, String> {
         RouteKind::Unreachable => m.header.kind = RouteType::Unreachable,
         RouteKind::Unicast(hops) => {
             m.header.kind = RouteType::Unicast;
-            for h in hops {
+            for h in hops.iter() {
                 if let Some(gw) = h.gateway {
                     if gw.is_ipv4() && route.prefix.addr().is_ipv6() {
                         return Err(format!("IPv6 route with IPv4 next hop {gw}"));
                     }
                 }
             }
-            match hops.as_slice() {
+            match &hops[..] {
                 [] => return Err("unicast route without a next hop".into()),
                 [h] => {
                     if h.gateway.is_none() {
@@ -366,7 +366,7 @@ pub fn parse(m: &RouteMessage) -> Option<Route> {
                     weight: 1,
                 }],
             };
-            RouteKind::Unicast(hops)
+            RouteKind::Unicast(hops.into())
         }
         _ => return None,
     };
@@ -412,13 +412,13 @@ mod tests {
         };
         round_trip(Route {
             prefix: net("198.18.1.0/26"),
-            kind: RouteKind::Unicast(vec![hop("198.51.100.2", Some(3))]),
+            kind: RouteKind::unicast(vec![hop("198.51.100.2", Some(3))]),
             metric: 0,
             table: 254,
         });
         round_trip(Route {
             prefix: net("198.18.1.0/26"),
-            kind: RouteKind::Unicast(vec![
+            kind: RouteKind::unicast(vec![
                 hop("198.51.100.2", Some(3)),
                 NextHop {
                     weight: 3,
@@ -430,7 +430,7 @@ mod tests {
         });
         round_trip(Route {
             prefix: net("198.18.2.7/32"),
-            kind: RouteKind::Unicast(vec![NextHop {
+            kind: RouteKind::unicast(vec![NextHop {
                 onlink: true,
                 ..hop("203.0.113.9", Some(7))
             }]),
@@ -439,13 +439,13 @@ mod tests {
         });
         round_trip(Route {
             prefix: net("198.18.3.0/24"),
-            kind: RouteKind::Unicast(vec![hop("2001:db8::2", Some(2))]),
+            kind: RouteKind::unicast(vec![hop("2001:db8::2", Some(2))]),
             metric: 0,
             table: 254,
         });
         round_trip(Route {
             prefix: net("2001:db8:1::/64"),
-            kind: RouteKind::Unicast(vec![hop("2001:db8::2", None), hop("2001:db8::3", None)]),
+            kind: RouteKind::unicast(vec![hop("2001:db8::2", None), hop("2001:db8::3", None)]),
             metric: 100,
             table: 254,
         });
@@ -459,7 +459,7 @@ mod tests {
         }
         round_trip(Route {
             prefix: net("0.0.0.0/0"),
-            kind: RouteKind::Unicast(vec![NextHop {
+            kind: RouteKind::unicast(vec![NextHop {
                 gateway: None,
                 interface: Some(5),
                 onlink: false,
@@ -474,7 +474,7 @@ mod tests {
     fn device_routes_are_link_scoped_and_bad_routes_are_refused() {
         let dev = Route {
             prefix: net("198.18.4.1/32"),
-            kind: RouteKind::Unicast(vec![NextHop {
+            kind: RouteKind::unicast(vec![NextHop {
                 gateway: None,
                 interface: Some(9),
                 onlink: false,
@@ -491,9 +491,9 @@ mod tests {
             metric: 0,
             table: 254,
         };
-        assert!(install(&bad(RouteKind::Unicast(vec![])), 201).is_err());
+        assert!(install(&bad(RouteKind::unicast(vec![])), 201).is_err());
         assert!(install(
-            &bad(RouteKind::Unicast(vec![NextHop::via(ip("198.51.100.1"))])),
+            &bad(RouteKind::unicast(vec![NextHop::via(ip("198.51.100.1"))])),
             201
         )
         .unwrap_err()
@@ -504,7 +504,7 @@ mod tests {
             onlink: false,
             weight: 1,
         };
-        assert!(install(&bad(RouteKind::Unicast(vec![none])), 201).is_err());
+        assert!(install(&bad(RouteKind::unicast(vec![none])), 201).is_err());
     }
 
     #[test]

@@ -34,7 +34,7 @@ fn ip(s: &str) -> IpAddr {
 fn route(prefix: &str, hop: NextHop) -> Route {
     Route {
         prefix: prefix.parse().unwrap_or_else(|e| panic!("{e}")),
-        kind: RouteKind::Unicast(vec![hop]),
+        kind: RouteKind::unicast(vec![hop]),
         metric: 0,
         table: 254,
     }

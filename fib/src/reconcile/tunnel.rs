@@ -19,7 +19,7 @@ pub fn needs_tunnel(r: &Route) -> bool {
 pub fn through(r: &Route, index: u32) -> Route {
     let mut r = r.clone();
     if let RouteKind::Unicast(hops) = &mut r.kind {
-        for n in hops
+        for n in std::sync::Arc::make_mut(hops)
             .iter_mut()
             .filter(|n| n.onlink && n.interface.is_none())
         {
@@ -57,7 +57,7 @@ mod tests {
     fn route(onlink: bool) -> Route {
         Route {
             prefix: "198.18.1.0/26".parse().unwrap_or_else(|e| panic!("{e}")),
-            kind: RouteKind::Unicast(vec![NextHop {
+            kind: RouteKind::unicast(vec![NextHop {
                 onlink,
                 ..NextHop::via("198.51.100.2".parse().unwrap_or_else(|e| panic!("{e}")))
             }]),

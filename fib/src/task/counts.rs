@@ -122,7 +122,10 @@ impl<B: Backend> Task<B> {
     /// `p`'s share of the tally as things are now; take it before a change to `p` and
     /// pass it to [`Self::counted`] after.
     pub(super) fn share(&self, p: &IpNet) -> Share {
-        share(self.wanted.get(p), self.kernel.get(p, &self.wanted))
+        if self.table.installed_as_wanted(p) {
+            return [1, 0, 0];
+        }
+        share(self.table.want(p).as_ref(), self.table.kernel(p).as_ref())
     }
 
     /// Accounts for a change to `p` whose share was `before`.
@@ -135,12 +138,15 @@ impl<B: Backend> Task<B> {
     /// walks the whole table anyway).
     pub(super) fn recount(&mut self) {
         let mut t = Tally::default();
-        for (p, w) in &self.wanted {
-            t.shift([0; 3], share(Some(w), self.kernel.get(p, &self.wanted)));
+        for w in self.table.wanted() {
+            t.shift(
+                [0; 3],
+                share(Some(&w), self.table.kernel(&w.prefix).as_ref()),
+            );
         }
-        for (p, k) in self.kernel.iter(&self.wanted) {
-            if !self.wanted.contains_key(p) {
-                t.shift([0; 3], share(None, Some(k)));
+        for k in self.table.kernel_routes() {
+            if !self.table.wants(&k.prefix) {
+                t.shift([0; 3], share(None, Some(&k)));
             }
         }
         self.tally = t;

@@ -94,14 +94,14 @@ impl<B: Backend> Task<B> {
             }
         };
         let mut out = FibReply::default();
-        for (p, w) in &self.wanted {
-            match kernel.get(p) {
-                Some(k) if same(w, k) => out.installed.push(FibRoute::from(k)),
-                _ => out.missing.push(FibRoute::from(w)),
+        for w in self.table.wanted() {
+            match kernel.get(&w.prefix) {
+                Some(k) if same(&w, k) => out.installed.push(FibRoute::from(k)),
+                _ => out.missing.push(FibRoute::from(&w)),
             }
         }
         for (p, k) in &kernel {
-            if !self.wanted.contains_key(p) {
+            if !self.table.wants(p) {
                 out.unexpected.push(FibRoute::from(k));
             }
         }
@@ -120,24 +120,24 @@ impl<B: Backend> Task<B> {
 
     /// Prefixes installed as wanted, for `tern routes`.
     pub(super) fn installed(&self, only: Option<&[IpNet]>) -> Vec<IpNet> {
-        let as_wanted = |p: &IpNet, r: &Route| self.wanted.get(p).is_some_and(|w| same(w, r));
+        let as_wanted = |r: &Route| self.table.want(&r.prefix).is_some_and(|w| same(&w, r));
         match only {
             // A few prefixes (`tern routes PREFIX`): looked up, the table not walked.
             Some(list) => list
                 .iter()
-                .filter(|p| {
-                    self.kernel
-                        .get(p, &self.wanted)
-                        .is_some_and(|r| as_wanted(p, r))
-                })
+                .filter(|p| self.table.kernel(p).is_some_and(|r| as_wanted(&r)))
                 .copied()
                 .collect(),
-            None => self
-                .kernel
-                .iter(&self.wanted)
-                .filter(|(p, r)| as_wanted(p, r))
-                .map(|(p, _)| *p)
-                .collect(),
+            None => {
+                let mut v: Vec<IpNet> = self
+                    .table
+                    .kernel_routes()
+                    .filter(|r| self.table.installed_as_wanted(&r.prefix) || as_wanted(r))
+                    .map(|r| r.prefix)
+                    .collect();
+                v.sort_unstable();
+                v
+            }
         }
     }
 
@@ -147,10 +147,10 @@ impl<B: Backend> Task<B> {
         let interfaces = self.backend.interfaces().await.unwrap_or_default();
         let neighbours = self.backend.neighbours().await.unwrap_or_default();
         let mut per_hop: BTreeMap<IpAddr, (IpNet, usize)> = BTreeMap::new();
-        for (p, r) in &self.wanted {
+        for r in self.table.wanted() {
             if let RouteKind::Unicast(hops) = &r.kind {
                 for h in hops.iter().filter_map(|h| h.gateway) {
-                    per_hop.entry(h).or_insert((*p, 0)).1 += 1;
+                    per_hop.entry(h).or_insert((r.prefix, 0)).1 += 1;
                 }
             }
         }

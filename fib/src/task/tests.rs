@@ -132,7 +132,7 @@ fn blackhole(p: &str) -> Route {
 fn via(p: &str, gw: &str, onlink: bool) -> Route {
     Route {
         prefix: p.parse().unwrap(),
-        kind: RouteKind::Unicast(vec![NextHop {
+        kind: RouteKind::unicast(vec![NextHop {
             onlink,
             ..NextHop::via(gw.parse().unwrap())
         }]),

@@ -147,7 +147,7 @@ pub fn rows_for(route: &Route) -> Result<Vec<WantedRow>, String> {
         );
     }
     let mut rows: Vec<WantedRow> = Vec::with_capacity(hops.len());
-    for hop in hops {
+    for hop in hops.iter() {
         let row = row_for(route, hop)?;
         if rows.iter().any(|r| r.key == row.key) {
             return Err(format!("{} is listed twice", describe_hop(&row.key)));

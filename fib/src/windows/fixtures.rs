@@ -30,7 +30,7 @@ pub(super) fn hop(gw: &str, interface: u32) -> NextHop {
 pub(super) fn route(prefix: &str, hops: Vec<NextHop>, metric: u32) -> Route {
     Route {
         prefix: net(prefix),
-        kind: RouteKind::Unicast(hops),
+        kind: RouteKind::unicast(hops),
         metric,
         table: MAIN_TABLE,
     }

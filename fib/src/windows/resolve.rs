@@ -166,7 +166,7 @@ pub fn complete(
     let mut route = route.clone();
     let mut luids = BTreeMap::new();
     if let RouteKind::Unicast(hops) = &mut route.kind {
-        for hop in hops.iter_mut() {
+        for hop in std::sync::Arc::make_mut(hops).iter_mut() {
             let addr = hop.gateway.unwrap_or(route.prefix.addr());
             match (hop.interface, hop.gateway) {
                 (Some(index), _) => {
@@ -199,10 +199,16 @@ pub fn without_moved_hops(
     best: &mut impl FnMut(IpAddr) -> Lookup,
 ) -> Route {
     if let RouteKind::Unicast(hops) = &mut route.kind {
-        hops.retain(|h| match (h.gateway, h.interface) {
-            (Some(gw), Some(index)) => resolve(tables, gw, best).map_or(true, |v| v.index == index),
-            _ => true,
-        });
+        *hops = hops
+            .iter()
+            .filter(|h| match (h.gateway, h.interface) {
+                (Some(gw), Some(index)) => {
+                    resolve(tables, gw, best).map_or(true, |v| v.index == index)
+                }
+                _ => true,
+            })
+            .cloned()
+            .collect();
     }
     route
 }
