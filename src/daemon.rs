@@ -102,6 +102,7 @@ pub fn run_until(config: &Path, hooks: Hooks) -> ExitCode {
     if let Some(f) = hooks.on_intent_applied {
         status::on_intent_applied(f);
     }
+    memory::tune();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

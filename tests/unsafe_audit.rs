@@ -32,7 +32,10 @@ const ALLOWED: &[(&str, &str)] = &[
         "interop/src/netns/interrupt.rs",
         "sigaction: tern-lab removes its namespaces on SIGTERM",
     ),
-    ("src/daemon/memory.rs", "malloc_trim after a large snapshot"),
+    (
+        "src/daemon/memory.rs",
+        "malloc_trim after a large snapshot; mallopt at start",
+    ),
     ("tests/control_socket.rs", "geteuid"),
     (
         "src/control/server/tests.rs",

@@ -460,6 +460,29 @@ const QUIET: Duration = Duration::from_secs(2);
 /// Longest wait for it.
 const SETTLE_MAX: Duration = Duration::from_secs(60);
 
+/// Samples the daemon's CPU every 50 ms until it has moved less than [`IDLE_CPU_S`]
+/// in [`QUIET`]; returns when it last moved and the figures then. Marks
+/// `settle_timeout` when [`SETTLE_MAX`] went by first.
+fn quiet(opts: &BenchOpts, pids: &[u32], m: &mut BTreeMap<String, f64>) -> (Instant, ProcStats) {
+    let deadline = Instant::now() + SETTLE_MAX.min(opts.timeout);
+    // The last time the CPU moved by more than the idle amount, and its value then.
+    let mut anchor = (Instant::now(), proc_stats(pids).cpu_s);
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = proc_stats(pids);
+        let t = Instant::now();
+        if now.cpu_s - anchor.1 > IDLE_CPU_S {
+            anchor = (t, now.cpu_s);
+        } else if t.duration_since(anchor.0) >= QUIET {
+            return (anchor.0, now);
+        }
+        if t > deadline {
+            m.insert("settle_timeout".into(), 1.0);
+            return (t, now);
+        }
+    }
+}
+
 /// After the table is in: samples the daemon's CPU every 50 ms until it has moved less
 /// than [`IDLE_CPU_S`] in [`QUIET`], then records the CPU seconds since the first
 /// UPDATE (the settling included), how long after the table it settled, and memory.
@@ -473,23 +496,7 @@ fn settle(
     if table.pids.is_empty() {
         return Ok(());
     }
-    let deadline = Instant::now() + SETTLE_MAX.min(opts.timeout);
-    // The last time the CPU moved by more than the idle amount, and its value then.
-    let mut anchor = (Instant::now(), proc_stats(table.pids).cpu_s);
-    let (quiet_since, now) = loop {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = proc_stats(table.pids);
-        let t = Instant::now();
-        if now.cpu_s - anchor.1 > IDLE_CPU_S {
-            anchor = (t, now.cpu_s);
-        } else if t.duration_since(anchor.0) >= QUIET {
-            break (anchor.0, now);
-        }
-        if t > deadline {
-            m.insert("settle_timeout".into(), 1.0);
-            break (t, now);
-        }
-    };
+    let (quiet_since, now) = quiet(opts, table.pids, m);
     m.insert("settled_cpu_s".into(), now.cpu_s - s0.cpu_s);
     m.insert("settle_s".into(), secs(t_in, quiet_since));
     m.insert("settled_rss_mb".into(), now.rss as f64 / 1e6);
@@ -535,12 +542,14 @@ fn withdraw(
     }
     if !table.pids.is_empty() {
         m.insert("withdraw_cpu_s".into(), s3.cpu_s - s2.cpu_s);
-        // What is left once everything is withdrawn, against the daemon before the
-        // table came: freed memory the daemon or its allocator keeps.
+        // What is left once everything is withdrawn and the daemon has settled,
+        // against the daemon before the table came: freed memory the daemon or its
+        // allocator keeps. Taken at once, it caught daemons still freeing.
         if table.empty_rss > 0 {
+            let (_, s4) = quiet(opts, table.pids, m);
             m.insert(
                 "withdrawn_rss_pct".into(),
-                100.0 * (s3.rss as f64 - table.empty_rss as f64) / table.empty_rss as f64,
+                100.0 * (s4.rss as f64 - table.empty_rss as f64) / table.empty_rss as f64,
             );
         }
     }
