@@ -246,7 +246,9 @@ pub async fn run<B: Backend, F: RouteFilter>(backend: B, inputs: Inputs<F>) {
                     continue;
                 }
                 () = news.notify.notified() => {
-                    resync.news(&news, &t.table);
+                    if resync.news(&news, &t.table) && !t.refusals.is_empty() {
+                        t.sync(&t.refusals.due()).await;
+                    }
                     continue;
                 }
                 () = resync.due() => {
@@ -285,14 +287,21 @@ impl Resync {
     /// Kernel news: our own deletions come back as removals, so only a removed route
     /// we still count as installed means someone else took it. A burst of such news
     /// makes one re-read, and route batches keep flowing meanwhile.
-    fn news(&mut self, news: &KernelNews, table: &Table) {
-        let (full, removed) = news.take();
+    /// Returns whether refused routes are to be tried again now (and no re-read is
+    /// due, which tries them too).
+    fn news(&mut self, news: &KernelNews, table: &Table) -> bool {
+        let news::Taken {
+            full,
+            retry,
+            removed,
+        } = news.take();
         let ours = removed.iter().filter(|p| table.in_kernel(p)).count();
         if full || ours > 0 {
             tracing::debug!(full, removed = removed.len(), ours, "kernel re-read due");
             let at = (self.last + RESYNC_GAP).max(Instant::now());
             self.due.get_or_insert(at);
         }
+        retry && self.due.is_none()
     }
 
     /// Ready when a re-read is due; never otherwise.

@@ -6,7 +6,7 @@
 //! those on workload interfaces (FelixConfiguration `interfacePrefix`, default `cali`)
 //! and decides which to originate with the intent (pools, own blocks).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,18 +34,31 @@ fn host_route_device(r: &Route) -> Option<u32> {
 struct Scan {
     fib: LinuxFib,
     names: BTreeMap<u32, String>,
+    /// Interfaces up with carrier, as last listed or reported: a link that goes down
+    /// from up is one whose routes the kernel flushed.
+    up: BTreeSet<u32>,
     routes: BTreeMap<IpNet, u32>,
 }
 
 impl Scan {
-    async fn names(&mut self) {
+    /// Interface names afresh; the up set too when `with_up` (at start and after lost
+    /// notifications only: otherwise events keep it, so a link whose going down was
+    /// listed before its event was read is still seen going down).
+    async fn list(&mut self, with_up: bool) {
         if let Ok(list) = self.fib.interface_list().await {
+            if with_up {
+                self.up = list.iter().filter(|i| i.up).map(|i| i.index).collect();
+            }
             self.names = list.into_iter().map(|i| (i.index, i.name)).collect();
         }
     }
 
+    async fn names(&mut self) {
+        self.list(false).await;
+    }
+
     async fn rescan(&mut self) {
-        self.names().await;
+        self.list(true).await;
         match self.fib.table_routes().await {
             Ok(all) => {
                 self.routes = all
@@ -117,6 +130,7 @@ pub async fn run(
     let mut scan = Scan {
         fib,
         names: BTreeMap::new(),
+        up: BTreeSet::new(),
         routes: BTreeMap::new(),
     };
     scan.rescan().await;
@@ -194,9 +208,39 @@ impl Scan {
                     self.routes.remove(&route.prefix);
                 }
             }
-            KernelEvent::InterfacesChanged => {
-                tracing::debug!("kernel re-read asked: interfaces changed");
+            // Only a link that was up going down or away, or an address removed, can
+            // have taken tern's routes along (the kernel flushes them without a
+            // notification each): then the FIB re-reads the table. A link coming up
+            // or an address added (every pod start adds a link) only lets refused
+            // routes be tried again.
+            KernelEvent::Link { index, up } => {
+                let was_up = if up {
+                    !self.up.insert(index)
+                } else {
+                    self.up.remove(&index)
+                };
+                if was_up && !up {
+                    tracing::debug!(index, "kernel re-read asked: a link went down");
+                    fib_resync.resync();
+                } else {
+                    fib_resync.retry();
+                }
+                self.names().await
+            }
+            KernelEvent::LinkRemoved { index } => {
+                if self.up.remove(&index) {
+                    tracing::debug!(index, "kernel re-read asked: a link that was up is gone");
+                    fib_resync.resync();
+                }
+                self.names().await
+            }
+            KernelEvent::Address { removed: true } => {
+                tracing::debug!("kernel re-read asked: an address was removed");
                 fib_resync.resync();
+                self.names().await
+            }
+            KernelEvent::Address { removed: false } => {
+                fib_resync.retry();
                 self.names().await
             }
             _ => return false,

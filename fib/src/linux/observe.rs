@@ -58,9 +58,7 @@ pub fn interfaces(
                 _ => None,
             })
             .unwrap_or_else(|| format!("if{}", l.header.index));
-        // Administratively up and with carrier: what `ip link` shows as UP,LOWER_UP.
-        let up =
-            l.header.flags.contains(LinkFlags::Up) && l.header.flags.contains(LinkFlags::LowerUp);
+        let up = is_up(l);
         by_index.insert(
             l.header.index,
             Interface {
@@ -145,4 +143,9 @@ pub fn neighbours(answers: &[RouteNetlinkMessage]) -> Vec<Neighbour> {
             })
         })
         .collect()
+}
+
+/// Administratively up and with carrier: what `ip link` shows as UP,LOWER_UP.
+pub fn is_up(l: &LinkMessage) -> bool {
+    l.header.flags.contains(LinkFlags::Up) && l.header.flags.contains(LinkFlags::LowerUp)
 }

@@ -32,8 +32,26 @@ pub enum KernelEvent {
         /// The route.
         route: Route,
     },
-    /// A link or an address changed: connected subnets may differ now.
-    InterfacesChanged,
+    /// A link appeared or changed state: `up` is administratively up with carrier
+    /// (`ip link`'s UP,LOWER_UP). A link that was up and is no longer took its
+    /// routes along without a notification for each.
+    Link {
+        /// Its index.
+        index: u32,
+        /// Up with carrier.
+        up: bool,
+    },
+    /// A link was deleted.
+    LinkRemoved {
+        /// Its index.
+        index: u32,
+    },
+    /// An address was added (`removed` false) or removed (true); removing one flushes
+    /// the routes whose gateway it made reachable, without a notification for each.
+    Address {
+        /// The address was removed.
+        removed: bool,
+    },
     /// A neighbour entry changed.
     Neighbour(Neighbour),
     /// Notifications were lost (socket overrun): re-read the kernel's state.
@@ -198,10 +216,15 @@ fn event(m: RouteNetlinkMessage) -> Option<KernelEvent> {
             protocol: message::protocol_of(&r.header),
             route: message::parse(&r)?,
         }),
-        RouteNetlinkMessage::NewLink(_)
-        | RouteNetlinkMessage::DelLink(_)
-        | RouteNetlinkMessage::NewAddress(_)
-        | RouteNetlinkMessage::DelAddress(_) => Some(KernelEvent::InterfacesChanged),
+        RouteNetlinkMessage::NewLink(l) => Some(KernelEvent::Link {
+            index: l.header.index,
+            up: observe::is_up(&l),
+        }),
+        RouteNetlinkMessage::DelLink(l) => Some(KernelEvent::LinkRemoved {
+            index: l.header.index,
+        }),
+        RouteNetlinkMessage::NewAddress(_) => Some(KernelEvent::Address { removed: false }),
+        RouteNetlinkMessage::DelAddress(_) => Some(KernelEvent::Address { removed: true }),
         m @ (RouteNetlinkMessage::NewNeighbour(_) | RouteNetlinkMessage::DelNeighbour(_)) => {
             observe::neighbours(&[m])
                 .into_iter()

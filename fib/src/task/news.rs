@@ -18,6 +18,7 @@ pub struct KernelNews {
     pub own_port: AtomicU32,
     removed: Mutex<Vec<IpNet>>,
     full: AtomicBool,
+    retry: AtomicBool,
     pub(super) notify: Notify,
 }
 
@@ -37,14 +38,38 @@ impl KernelNews {
         self.notify.notify_one();
     }
 
-    /// Whether a full re-read was asked, and the removals reported, since last time.
-    pub(super) fn take(&self) -> (bool, Vec<IpNet>) {
+    /// An interface came up or an address was added: nothing can have gone from the
+    /// kernel, but a route it refused may be taken now. Cheaper than [`Self::resync`],
+    /// which re-reads the whole table (0.2 CPU-seconds and 40 MB more at 100,000
+    /// routes): on a node every pod start adds a link.
+    pub fn retry(&self) {
+        self.retry.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// What was asked since last time.
+    pub(super) fn take(&self) -> Taken {
         let full = self.full.swap(false, Ordering::SeqCst);
+        let retry = self.retry.swap(false, Ordering::SeqCst);
         let removed = self
             .removed
             .lock()
             .map(|mut v| std::mem::take(&mut *v))
             .unwrap_or_default();
-        (full, removed)
+        Taken {
+            full,
+            retry,
+            removed,
+        }
     }
+}
+
+/// What [`KernelNews::take`] found.
+pub(super) struct Taken {
+    /// A full re-read was asked.
+    pub(super) full: bool,
+    /// Refused routes are to be tried again.
+    pub(super) retry: bool,
+    /// Routes of tern's protocol reported removed.
+    pub(super) removed: Vec<IpNet>,
 }

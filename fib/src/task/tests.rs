@@ -11,15 +11,17 @@ use super::*;
 use crate::memory::MemoryFib;
 use crate::{ApplyReport, FibError, Interface, Neighbour, NextHop, RouteKind};
 
-/// The in-memory kernel, shared so a test can change it behind the task's back.
+/// The in-memory kernel, shared so a test can change it behind the task's back; and
+/// how many times the task read its routes.
 #[derive(Clone, Default)]
-struct Shared(Arc<Mutex<MemoryFib>>);
+struct Shared(Arc<Mutex<MemoryFib>>, Arc<std::sync::atomic::AtomicUsize>);
 
 impl Fib for Shared {
     fn apply(&mut self, changes: Vec<RouteChange>) -> impl Future<Output = ApplyReport> + Send {
         ready(self.0.lock().unwrap().apply_now(changes))
     }
     fn own_routes(&mut self) -> impl Future<Output = Result<Vec<Route>, FibError>> + Send {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         ready(Ok(self.0.lock().unwrap().routes().cloned().collect()))
     }
     fn interfaces(&mut self) -> impl Future<Output = Result<Vec<Interface>, FibError>> + Send {
@@ -301,6 +303,26 @@ async fn a_refused_route_is_retried_when_interfaces_change() {
     h.news.resync();
     tokio::time::sleep(RESYNC_GAP * 2).await;
     assert!(RESYNC_GAP * 2 < RETRY, "the retry timer would have done it");
+    let report = h.report().await;
+    assert_eq!(report.installed.len(), 1, "{report:?}");
+    assert!(report.failures.is_empty(), "{report:?}");
+}
+
+/// A link coming up or an address added (Linux: every pod start adds a link) retries
+/// the refused routes at once, without re-reading the kernel's table.
+#[tokio::test(start_paused = true)]
+async fn a_link_coming_up_retries_refused_routes_without_a_re_read() {
+    let h = start(Shared::default());
+    let r = via("198.18.1.0/26", "198.51.100.2", false);
+    h.want(&r).await;
+    assert_eq!(h.report().await.missing.len(), 1);
+    let reads = |h: &Harness| h.kernel.1.load(std::sync::atomic::Ordering::SeqCst);
+    // The report reads the kernel too: count from here.
+    let before = reads(&h);
+    h.kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
+    h.news.retry();
+    tokio::time::sleep(RESYNC_GAP / 2).await;
+    assert_eq!(reads(&h), before, "no re-read of the table");
     let report = h.report().await;
     assert_eq!(report.installed.len(), 1, "{report:?}");
     assert!(report.failures.is_empty(), "{report:?}");

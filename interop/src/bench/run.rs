@@ -355,9 +355,13 @@ fn measure(
         empty_rss: s0.rss,
     };
     match *sc {
-        Scenario::Prefixes(_) | Scenario::Peers(_) | Scenario::Reflector(_) => {
+        // The table's memory once the daemon has settled too: taken at once, the
+        // figure caught daemons still freeing what the load left.
+        Scenario::Prefixes(_) => {
+            settle(opts, &table, s0, rib_at.unwrap_or(t_done), m)?;
             withdraw(opts, rig, &table, m)
         }
+        Scenario::Peers(_) | Scenario::Reflector(_) => withdraw(opts, rig, &table, m),
         Scenario::Rib(_) => settle(opts, &table, s0, rib_at.unwrap_or(t_done), m),
         Scenario::Restart(_) => restart(opts, rig, &table, m, timeline),
         Scenario::Churn {
