@@ -10,7 +10,7 @@
 #                           present: $TERN_ADVISORY_DB, else the team's shared copy)
 #   ./test.sh --bench       also run the codec benchmarks (figures in README)
 #   ./test.sh --lab-bench   also run tern against BIRD, FRR and GoBGP (scripts/bench.sh,
-#                           about 26 min; the README's benchmark table) and the BFD
+#                           about 27 min; the README's benchmark table) and the BFD
 #                           load (1,000 sessions against FRR's bfdd, about a minute)
 #   ./test.sh --soak [MIN]  also run the soak for MIN minutes (default 20): a 10-node lab
 #                           under churn and flaps, RSS and CPU sampled (scripts/soak.sh)

@@ -2,7 +2,7 @@
 # The side-by-side benchmark of the README: tern, BIRD 2, FRR and GoBGP (and the null
 # daemon, the injector's ceiling) on the same loads in network namespaces, alternating,
 # with median (min-max) figures. Needs root; installs the daemons if missing.
-#   scripts/bench.sh                 the README's set (about 26 min on 2 cores)
+#   scripts/bench.sh                 the README's set (about 27 min on 2 cores)
 #   scripts/bench.sh SCENARIO...     others, e.g. prefixes:10000 peers:50
 # Output: the tables on stdout and target/tmp/bench{,-rib,-large,-rib-large,-scale,-reflector}.json,
 # all tables in target/tmp/bench.txt.
