@@ -383,9 +383,7 @@ impl<B: Backend> Task<B> {
                         }
                     }
                 }
-                touched.sort_unstable();
-                touched.dedup();
-                self.sync(&touched).await;
+                self.sync_touched(touched).await;
                 self.release_if_due(next.is_none());
                 return next;
             }

@@ -84,7 +84,7 @@ impl ApplyDurations {
     }
 }
 
-/// Routes by state, kept in step with `wanted` and `kernel`.
+/// Routes by state, kept in step with the table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
     installed: usize,

@@ -14,7 +14,7 @@ const RELEASE_ANYWAY: usize = 10 * TRIM_AFTER;
 impl<B: Backend> Task<B> {
     /// Route news: this message and those queued behind it in one kernel batch; the
     /// end of the grace after them, so routes the source re-learnt are adopted first.
-    /// Each message is taken into `wanted` as it comes, keeping only the prefixes it
+    /// Each message is taken into the table as it comes, keeping only the prefixes it
     /// touched: the messages concatenated into one list first were 12.5 MB more at
     /// the peak of 100,000 routes.
     pub(super) async fn on_routes<F: RouteFilter>(
@@ -29,18 +29,23 @@ impl<B: Backend> Task<B> {
         while let Ok(n) = routes.try_recv() {
             converged |= self.note(filter.filter(n), &mut touched);
         }
-        touched.sort_unstable();
-        touched.dedup();
-        if !touched.is_empty() {
-            self.sync(&touched).await;
-        }
+        self.sync_touched(touched).await;
         if converged {
             self.end_grace(grace).await;
         }
         self.release_if_due(routes.is_empty());
     }
 
-    /// Takes wanted-route changes into `wanted` (not yet to the kernel), noting the
+    /// Brings the kernel in line for the prefixes [`Self::note`] touched, each once.
+    pub(super) async fn sync_touched(&mut self, mut touched: Vec<IpNet>) {
+        touched.sort_unstable();
+        touched.dedup();
+        if !touched.is_empty() {
+            self.sync(&touched).await;
+        }
+    }
+
+    /// Takes wanted-route changes into the table (not yet to the kernel), noting the
     /// prefixes in `touched`; true when the news is [`Routes::Converged`].
     pub(super) fn note(&mut self, news: Routes, touched: &mut Vec<IpNet>) -> bool {
         let Routes::Want(changes) = news else {
