@@ -7,19 +7,29 @@ use crate::wire::{AsPath, SegmentType};
 /// BIRD's shell pattern match (`patmatch`): `*` stands for any run of characters,
 /// `?` for any one character, everything else for itself; the whole name must match.
 pub fn interface_matches(pattern: &str, name: &str) -> bool {
+    // Evaluated for every route and peer an export filter sees: ASCII names (all of
+    // them in practice) are matched as bytes, without copying either string.
+    if pattern.is_ascii() && name.is_ascii() {
+        return matches(pattern.as_bytes(), name.as_bytes(), b'*', b'?');
+    }
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
+    matches(&p, &n, '*', '?')
+}
+
+/// The match itself, over characters or bytes.
+fn matches<T: PartialEq>(p: &[T], n: &[T], any_run: T, any_one: T) -> bool {
     // Greedy matching with one backtrack point (the last `*`), which is enough for
     // shell patterns and linear in practice.
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
         match p.get(pi) {
-            Some('*') => {
+            Some(c) if *c == any_run => {
                 star = Some((pi, ni));
                 pi += 1;
             }
-            Some(c) if *c == '?' || Some(c) == n.get(ni) => {
+            Some(c) if *c == any_one || Some(c) == n.get(ni) => {
                 pi += 1;
                 ni += 1;
             }
@@ -34,7 +44,7 @@ pub fn interface_matches(pattern: &str, name: &str) -> bool {
         }
     }
     p.get(pi..)
-        .is_some_and(|rest| rest.iter().all(|c| *c == '*'))
+        .is_some_and(|rest| rest.iter().all(|c| *c == any_run))
 }
 
 /// Whether the path, after `prepend` (already in path order) is put in front,

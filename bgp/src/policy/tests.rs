@@ -177,6 +177,10 @@ fn interface_patterns_are_shell_patterns() {
         ("*", "", true),
         ("", "", true),
         ("", "x", false),
+        // Not ASCII: `?` stands for one character, not one byte.
+        ("br?", "brü", true),
+        ("b?ü*", "bäü0", true),
+        ("brü", "bru", false),
     ] {
         assert_eq!(interface_matches(p, n), want, "{p} ~ {n}");
     }
