@@ -37,6 +37,29 @@ const B: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 3))
 
 /// A reflector with two clients up, A and B.
 fn reflector(t0: Instant) -> Speaker {
+    let mut speaker = reflector_with_a(t0);
+    up(&mut speaker, t0, B);
+    speaker
+}
+
+/// A session with `p` comes up.
+fn up(speaker: &mut Speaker, at: Instant, p: SocketAddr) -> Vec<Output> {
+    let (_, n) = parse::up(&words(&format!(
+        "{} as 65000 id {} families ipv4",
+        p.ip(),
+        p.ip()
+    )));
+    speaker.handle(
+        at,
+        Input::Session(SessionEvent::Up {
+            peer: p,
+            negotiated: Box::new(n),
+        }),
+    )
+}
+
+/// A reflector with clients A and B configured, only A up.
+fn reflector_with_a(t0: Instant) -> Speaker {
     let mut cfg = parse::config(&words("id 198.51.100.1 as 65000 cluster-id 198.51.100.250"));
     cfg.peers = [A, B]
         .iter()
@@ -46,21 +69,108 @@ fn reflector(t0: Instant) -> Speaker {
         })
         .collect();
     let (mut speaker, _) = Speaker::new(cfg, t0);
-    for p in [A, B] {
-        let (_, n) = parse::up(&words(&format!(
-            "{} as 65000 id {} families ipv4",
-            p.ip(),
-            p.ip()
-        )));
-        speaker.handle(
-            t0,
-            Input::Session(SessionEvent::Up {
-                peer: p,
-                negotiated: Box::new(n),
-            }),
-        );
-    }
+    up(&mut speaker, t0, A);
     speaker
+}
+
+/// What B is sent, as (announced, withdrawn, End-of-RIB markers, End-of-RIB last).
+fn sent_to_b(out: &[Output]) -> (BTreeSet<IpNet>, BTreeSet<IpNet>, usize, bool) {
+    let (mut announced, mut withdrawn, mut eor, mut eor_last) =
+        (BTreeSet::new(), BTreeSet::new(), 0, false);
+    for msgs in out.iter().filter_map(|o| match o {
+        Output::Send(ip, m) if *ip == B.ip() => Some(m),
+        _ => None,
+    }) {
+        for b in msgs {
+            let Ok(Message::Update(u)) = Message::decode(b.clone(), &CodecOptions::modern()) else {
+                continue;
+            };
+            eor_last = u.end_of_rib_family().is_some();
+            eor += usize::from(eor_last);
+            announced.extend(u.nlri.iter().map(|n| n.prefix));
+            withdrawn.extend(u.withdrawn.iter().map(|n| n.prefix));
+        }
+    }
+    (announced, withdrawn, eor, eor_last)
+}
+
+/// Answers each `Wake` for B with `Writable`, as the driver does once B's session
+/// took what it was sent; everything the speaker says meanwhile.
+fn drain_b(speaker: &mut Speaker, at: Instant, mut out: Vec<Output>) -> (Vec<Output>, usize) {
+    let mut pieces = 1;
+    while out
+        .iter()
+        .any(|o| matches!(o, Output::Wake(ip) if *ip == B.ip()))
+        && pieces < 100
+    {
+        out.retain(|o| !matches!(o, Output::Wake(_)));
+        out.extend(speaker.handle(at, Input::Writable(B.ip())));
+        pieces += 1;
+    }
+    (out, pieces)
+}
+
+#[test]
+fn a_peer_coming_up_is_sent_the_table_a_piece_at_a_time() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let mut speaker = reflector_with_a(t0);
+    let table = round(0, 3000);
+    from_a(
+        &mut speaker,
+        at(1),
+        parse::announce(&words(&format!("{} nh 198.51.100.2", table.join(" ")))),
+    );
+
+    // B comes up: one piece, and a Wake for the next.
+    let first = up(&mut speaker, at(2), B);
+    let (announced, _, eor, _) = sent_to_b(&first);
+    assert!(
+        !announced.is_empty() && announced.len() < 3000,
+        "{} prefixes in the first piece",
+        announced.len()
+    );
+    assert_eq!(eor, 0, "End-of-RIB only after the whole table");
+    assert!(first
+        .iter()
+        .any(|o| matches!(o, Output::Wake(ip) if *ip == B.ip())));
+
+    // Meanwhile A withdraws one prefix B was sent, one it was not yet, and announces
+    // a new one: nothing for B until it takes more.
+    let (sent_early, sent_late) = (table[0].clone(), table[2999].clone());
+    let during = from_a(
+        &mut speaker,
+        at(3),
+        parse::withdrawal(&words(&format!("{sent_early} {sent_late}"))),
+    );
+    let new = "198.18.200.1/32";
+    let during2 = from_a(
+        &mut speaker,
+        at(3),
+        parse::announce(&words(&format!("{new} nh 198.51.100.2"))),
+    );
+    assert_eq!(sent_to_b(&during).0.len() + sent_to_b(&during2).0.len(), 0);
+
+    let (all, pieces) = drain_b(&mut speaker, at(4), first);
+    assert!(pieces > 2, "3,000 prefixes in pieces of fewer: {pieces}");
+    let (announced, withdrawn, eor, eor_last) = sent_to_b(&all);
+    let mut want = set(&table);
+    want.remove(&sent_early.parse().unwrap());
+    want.remove(&sent_late.parse().unwrap());
+    want.insert(new.parse().unwrap());
+    assert_eq!(held_by_b(&speaker), want);
+    assert_eq!(eor, 1, "End-of-RIB once");
+    assert!(eor_last, "End-of-RIB after the table");
+    assert!(announced.is_superset(&want));
+    assert!(
+        !announced.contains(&sent_late.parse::<IpNet>().unwrap()),
+        "gone before its piece"
+    );
+    assert_eq!(
+        withdrawn,
+        set(&[sent_early]),
+        "only what B was sent is withdrawn"
+    );
 }
 
 /// An UPDATE from A.
@@ -158,7 +268,22 @@ fn a_client_far_behind_is_sent_the_table_again_and_what_went_withdrawn() {
     );
     assert_eq!(held_by_b(&speaker), set(&first), "b holds what it was sent");
 
-    let out = speaker.handle(at(4), Input::Writable(B.ip()));
+    // What waited goes a piece at a time: the next once the session took one (the
+    // driver answers each `Wake` with `Writable`).
+    let mut out = Vec::new();
+    let mut pieces = 0;
+    loop {
+        let o = speaker.handle(at(4), Input::Writable(B.ip()));
+        let more = o
+            .iter()
+            .any(|o| matches!(o, Output::Wake(ip) if *ip == B.ip()));
+        out.extend(o);
+        pieces += 1;
+        if !more {
+            break;
+        }
+    }
+    assert!(pieces > 1, "4,000 prefixes waited: more than one piece");
     let (mut announced, mut withdrawn) = (BTreeSet::new(), BTreeSet::new());
     for msgs in out.iter().filter_map(|o| match o {
         Output::Send(ip, m) if *ip == B.ip() => Some(m),

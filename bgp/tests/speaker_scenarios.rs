@@ -8,7 +8,7 @@
 //! `tests/scenarios/README.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is the test failing
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -204,6 +204,9 @@ impl Run {
                 for m in msgs {
                     let _ = writeln!(out, "  send {p} {}", message(m.clone(), &opts));
                 }
+            }
+            Output::Wake(p) => {
+                let _ = writeln!(out, "  wake {p}");
             }
             Output::Control(p, Control::Stop(t)) => {
                 let _ = writeln!(out, "  stop {p} {t:?}");
@@ -453,11 +456,15 @@ fn replay(input: &str) -> String {
                 let rest: Vec<&str> = line.splitn(2, ' ').skip(1).collect();
                 let parts: Vec<&str> = rest.first().map_or(vec![], |r| r.split(" | ").collect());
                 let outputs = if parts.len() > 1 {
-                    let inputs: Vec<Input> = parts
+                    let mut inputs: VecDeque<Input> = parts
                         .iter()
                         .map(|p| r.input(&p.split_whitespace().collect::<Vec<_>>()))
                         .collect();
-                    r.speaker.handle_batch(now, inputs)
+                    let mut outputs = Vec::new();
+                    while !inputs.is_empty() {
+                        outputs.extend(r.speaker.handle_batch(now, &mut inputs));
+                    }
+                    outputs
                 } else {
                     let input = r.input(&words[1..]);
                     r.speaker.handle(now, input)

@@ -177,7 +177,8 @@ impl SessionHandle {
 /// Starts the task of one session. Events go to `events`; the session stays Idle until
 /// [`Command::Start`].
 pub fn spawn(cfg: DriverConfig, events: mpsc::Sender<SessionEvent>) -> SessionHandle {
-    let (tx, rx) = mpsc::channel(64);
+    // Each slot a batch of encoded UPDATEs held per peer: the speaker waits for room.
+    let (tx, rx) = mpsc::channel(2);
     let peer = cfg.peer;
     let messages = Messages::default();
     tokio::spawn(run(cfg, rx, events, messages.clone()));
@@ -621,17 +622,16 @@ impl Driver {
     }
 }
 
-/// The default high-water mark: a few hundred full UPDATEs.
-pub const DEFAULT_WRITE_HIGH_WATER: usize = 1 << 20;
+/// The default high-water mark: small, it is held per peer; the kernel buffers more.
+pub const DEFAULT_WRITE_HIGH_WATER: usize = 16 << 10;
 
 /// The write buffer kept once empty; a larger one is given back.
 const KEEP_WRITE_BUFFER: usize = 64 << 10;
+/// Bytes read at once from a connection, at most.
+const READ_SIZE: usize = 65536;
 
 #[cfg(test)]
 mod tests;
-
-/// Bytes read at once from a connection, at most.
-const READ_SIZE: usize = 65536;
 
 /// Reads what `stream` has now (empty: the peer closed it) through a buffer shared by
 /// the sessions of this thread. A read and its copy never wait in between, so one

@@ -25,15 +25,13 @@ use ipnet::IpNet;
 
 use crate::fsm::Negotiated;
 use crate::policy::{PeerPolicy, RouteSource};
-use crate::rib::export::{AdjRibOut, ExportMemo, Exports};
-use crate::rib::{BestChange, PeerSource, Rib};
+use crate::rib::export::{AdjRibOut, Exports};
+use crate::rib::{PeerSource, Rib};
 use crate::session::{DriverConfig, SessionEvent};
-use crate::wire::{
-    Capability, Family, Message, Notification, PathAttributes, RefreshSubtype, Update,
-};
+use crate::wire::{Capability, Family, Notification, PathAttributes, RefreshSubtype, Update};
 
 use super::gr::{Down, OwnRestart, Progress};
-use super::peer::{self, Out, Peer};
+use super::peer::{self, Feed, Out, Peer};
 use super::policy::{OwnRoute, OwnRoutes};
 use super::{PeerConfig, RibNews, SpeakerConfig, SpeakerEvent, LIMIT_HOLD_DOWN};
 
@@ -102,6 +100,9 @@ pub enum Control {
 pub enum Output {
     /// Queue these UPDATEs (encoded) for the session of this peer.
     Send(IpAddr, Vec<Bytes>),
+    /// Say [`Input::Writable`] for this peer once its session has taken what was sent
+    /// to it so far: at once if it has.
+    Wake(IpAddr),
     /// A rare command for the session of this peer.
     Control(IpAddr, Control),
     /// Start a session for a peer (a configured or added one) and register it with
@@ -122,6 +123,16 @@ pub enum Output {
     },
 }
 
+impl Output {
+    /// The bytes of the UPDATEs it sends, if it sends any.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Output::Send(_, msgs) => msgs.iter().map(Bytes::len).sum(),
+            _ => 0,
+        }
+    }
+}
+
 /// The speaker's state: the RIB, every peer, our own restart.
 pub struct Speaker {
     cfg: SpeakerConfig,
@@ -140,6 +151,10 @@ pub struct Speaker {
     /// Inside [`Speaker::handle_batch`]: the prefixes whose Loc-RIB changes wait to be
     /// sent together.
     batch: Option<Vec<IpNet>>,
+    /// The batch's size this [`Speaker::handle_batch`] (see `core/send.rs`).
+    batch_limit: usize,
+    /// Whether a batch was sent since [`Speaker::handle_batch`] began.
+    batch_sent: bool,
     /// What peers were sent, each distinct export once.
     exports: Exports,
     out: Vec<Output>,
@@ -182,6 +197,8 @@ impl Speaker {
             origins: OwnRoutes::new(),
             draining: false,
             batch: None,
+            batch_limit: usize::MAX,
+            batch_sent: false,
             exports: Exports::default(),
             out: Vec::new(),
         };
@@ -501,9 +518,9 @@ impl Speaker {
         true
     }
 
-    /// Sends a peer that just came up the whole table, then End-of-RIB per family. This
-    /// goes out even to a session believed stalled: the driver queues it behind what
-    /// waits there (the table must not be lost; it is built once per session).
+    /// Starts sending a peer that just came up the whole table, then End-of-RIB per
+    /// family, a piece at a time ([`Speaker::feed`]). The first piece goes out even to a
+    /// session believed stalled: the driver queues it behind what waits there.
     fn send_initial(&mut self, ip: IpAddr, negotiated: &Negotiated) {
         let Some(p) = self.peers.get_mut(&ip) else {
             return;
@@ -521,33 +538,13 @@ impl Speaker {
             tx: negotiated.tx,
             enhanced: negotiated.enhanced_route_refresh,
         });
-        let all: Vec<BestChange> = self
-            .rib
-            .iter()
-            .map(|(p, b)| BestChange {
-                prefix: p,
-                now: Some(b),
-            })
-            .collect();
-        let (mut msgs, texts) = p.export(
-            &self.cfg,
-            &self.origins,
-            &all,
-            &mut ExportMemo::new(&mut self.exports),
-        );
-        for f in &negotiated.families {
-            if let Ok(b) = Message::Update(Update::end_of_rib(*f)).encode(&negotiated.tx) {
-                msgs.push(b);
-                p.updates_out += 1;
-            }
-        }
         p.deferred.clear();
         p.refreshes.clear();
-        let address = p.cfg.address;
-        self.out.push(Output::Send(ip, msgs));
-        for text in texts {
-            self.event(SpeakerEvent::Rejected(address, text));
-        }
+        p.feed = Some(Feed {
+            after: None,
+            families: negotiated.families.clone(),
+        });
+        self.feed(ip);
     }
 
     /// While we restart: once every peer is up and has sent End-of-RIB for each of its

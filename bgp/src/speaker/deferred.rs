@@ -7,7 +7,9 @@
 //! The prefixes themselves, in a `BTreeSet` per peer, were most of a reflector's
 //! memory while its clients read slowly: a thousand clients each noting the 11,000
 //! prefixes of the round (270 MB). A number is 4 bytes, and repeats are dropped
-//! whenever the list has doubled.
+//! whenever the list has doubled; once the list would be larger than a bit per number
+//! up to the highest noted, it becomes that bitset (the same thousand clients: 45 MB
+//! as lists, 1.4 MB as bitsets).
 
 /// The prefixes waiting for one peer.
 #[derive(Debug, Default)]
@@ -15,6 +17,8 @@ pub struct Deferred {
     ids: Vec<u32>,
     /// Length of `ids` after repeats were last dropped.
     unique: usize,
+    /// Instead of `ids` once that is smaller: bit `id` set for each number noted.
+    bits: Vec<u64>,
     all: bool,
 }
 
@@ -32,7 +36,7 @@ pub enum Waiting {
 impl Deferred {
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
-        !self.all && self.ids.is_empty()
+        !self.all && self.ids.is_empty() && self.bits.is_empty()
     }
 
     /// Notes changed prefixes by number.
@@ -40,11 +44,24 @@ impl Deferred {
         if self.all {
             return;
         }
+        if !self.bits.is_empty() {
+            ids.into_iter().for_each(|id| set_bit(&mut self.bits, id));
+            return;
+        }
         self.ids.extend(ids);
         if self.ids.len() >= 2 * self.unique.max(512) {
             self.ids.sort_unstable();
             self.ids.dedup();
             self.unique = self.ids.len();
+            // 4 bytes a number listed against a bit for every number up to the last.
+            let top = self.ids.last().map_or(0, |id| *id as usize);
+            if self.ids.len() * 32 > top + 64 {
+                let mut bits = Vec::new();
+                self.ids.iter().for_each(|id| set_bit(&mut bits, *id));
+                self.ids = Vec::new();
+                self.unique = 0;
+                self.bits = bits;
+            }
         }
     }
 
@@ -58,33 +75,65 @@ impl Deferred {
     pub fn clear(&mut self) {
         self.ids = Vec::new();
         self.unique = 0;
+        self.bits = Vec::new();
         self.all = false;
+    }
+
+    /// The numbers noted, repeats included while they are a list.
+    fn numbers(&self) -> impl Iterator<Item = u32> + '_ {
+        let listed = self.ids.iter().copied();
+        let set = self.bits.iter().zip(0u32..).flat_map(|(word, w)| {
+            (0..64u32)
+                .filter(move |b| word & (1u64 << b) != 0)
+                .map(move |b| w * 64 + b)
+        });
+        listed.chain(set)
     }
 
     /// Marks the numbers waiting: they must not be freed or given to other prefixes
     /// meanwhile.
     pub fn mark(&self, held: &mut [bool]) {
-        for id in &self.ids {
-            if let Some(h) = held.get_mut(*id as usize) {
+        for id in self.numbers() {
+            if let Some(h) = held.get_mut(id as usize) {
                 *h = true;
             }
         }
     }
 
-    /// What waits, which then no longer does.
-    pub fn take(&mut self) -> Waiting {
-        let all = self.all;
-        let mut ids = std::mem::take(&mut self.ids);
+    /// What waits, at most `n` prefixes (the lowest numbers); the rest still waits.
+    pub fn take(&mut self, n: usize) -> Waiting {
+        if self.all {
+            self.clear();
+            return Waiting::Everything;
+        }
+        let mut ids: Vec<u32> = if self.bits.is_empty() {
+            std::mem::take(&mut self.ids)
+        } else {
+            self.numbers().collect()
+        };
         self.clear();
-        if all {
-            Waiting::Everything
-        } else if ids.is_empty() {
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() > n {
+            let rest = ids.split_off(n);
+            self.note(rest);
+        }
+        if ids.is_empty() {
             Waiting::Nothing
         } else {
-            ids.sort_unstable();
-            ids.dedup();
             Waiting::Prefixes(ids)
         }
+    }
+}
+
+/// Sets bit `id`, growing `bits` to hold it.
+fn set_bit(bits: &mut Vec<u64>, id: u32) {
+    let word = (id / 64) as usize;
+    if bits.len() <= word {
+        bits.resize(word + 1, 0);
+    }
+    if let Some(w) = bits.get_mut(word) {
+        *w |= 1u64 << (id % 64);
     }
 }
 
@@ -96,10 +145,10 @@ mod tests {
     fn numbers_noted_once_and_everything_after_a_policy_change() {
         let mut d = Deferred::default();
         assert!(d.is_empty());
-        assert_eq!(d.take(), Waiting::Nothing);
+        assert_eq!(d.take(usize::MAX), Waiting::Nothing);
         d.note([7, 3, 7]);
         assert!(!d.is_empty());
-        assert_eq!(d.take(), Waiting::Prefixes(vec![3, 7]));
+        assert_eq!(d.take(usize::MAX), Waiting::Prefixes(vec![3, 7]));
         assert!(d.is_empty());
 
         // The same prefixes changing again and again take no more room.
@@ -110,12 +159,37 @@ mod tests {
         let mut held = vec![false; 1001];
         d.mark(&mut held);
         assert_eq!(held.iter().filter(|h| **h).count(), 1000);
-        assert!(matches!(d.take(), Waiting::Prefixes(v) if v.len() == 1000));
+        assert!(matches!(d.take(usize::MAX), Waiting::Prefixes(v) if v.len() == 1000));
+
+        // Many numbers: kept as bits, given back as the same sorted list.
+        let many: Vec<u32> = (0..5000).map(|i| i * 3 + 1).collect();
+        d.note(many.iter().rev().copied());
+        d.note([2, 6, 2]);
+        assert!(!d.bits.is_empty() && d.ids.is_empty(), "a bitset by now");
+        assert!(d.bits.len() <= 15_001 / 64 + 1);
+        let mut held = vec![false; 15_010];
+        d.mark(&mut held);
+        assert_eq!(held.iter().filter(|h| **h).count(), 5002);
+        let mut want = many.clone();
+        want.extend([2, 6]);
+        want.sort_unstable();
+        assert_eq!(d.take(usize::MAX), Waiting::Prefixes(want));
+        assert!(d.is_empty());
+
+        // Taken a piece at a time: the lowest numbers first, the rest still waits.
+        d.note([9, 2, 5, 2, 7]);
+        assert_eq!(d.take(2), Waiting::Prefixes(vec![2, 5]));
+        assert_eq!(d.take(2), Waiting::Prefixes(vec![7, 9]));
+        assert_eq!(d.take(2), Waiting::Nothing);
+
+        // Few numbers spread far apart stay a list.
+        d.note((0..600).map(|i| i * 100_000));
+        assert!(d.bits.is_empty(), "a list is smaller");
 
         d.note([1]);
         d.everything();
         d.note([2]);
-        assert_eq!(d.take(), Waiting::Everything);
+        assert_eq!(d.take(usize::MAX), Waiting::Everything);
         d.everything();
         d.clear();
         assert!(d.is_empty());

@@ -58,6 +58,8 @@ pub(super) struct Peer {
     pub stalled: bool,
     /// What the session could not take yet (see [`Deferred`]).
     pub deferred: Deferred,
+    /// The initial table, while it is still being sent.
+    pub feed: Option<Feed>,
     /// Route refresh requests waiting for the same reason (one per family).
     pub refreshes: Vec<Family>,
     /// Why we reset the session for passing a limit, said with its Down event.
@@ -87,6 +89,14 @@ pub(super) struct Peer {
     pub rejected: super::rejected::Rejected,
 }
 
+/// Where a session's initial table stands: the Loc-RIB after `after` is still to be
+/// sent, then End-of-RIB for each of `families` (see `Speaker::feed`).
+#[derive(Debug, Clone)]
+pub struct Feed {
+    pub after: Option<IpNet>,
+    pub families: Vec<Family>,
+}
+
 impl Peer {
     pub fn new(cfg: PeerConfig) -> Peer {
         Peer {
@@ -101,6 +111,7 @@ impl Peer {
             held: None,
             stalled: false,
             deferred: Deferred::default(),
+            feed: None,
             refreshes: Vec::new(),
             limit_reset: None,
             malformed_seen: Vec::new(),
@@ -210,6 +221,7 @@ impl Peer {
         self.out = None;
         self.held = None;
         self.deferred.clear();
+        self.feed = None;
         self.refreshes.clear();
         self.rejected.clear();
     }

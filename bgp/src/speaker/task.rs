@@ -165,15 +165,19 @@ impl Driver {
                 Some(e) = sessions.recv() => {
                     // What else the sessions have said meanwhile goes in the same
                     // batch (bounded, so a busy speaker still sees its timers).
-                    let mut batch = vec![Input::Session(e)];
+                    let mut batch = VecDeque::from([Input::Session(e)]);
                     while batch.len() < BATCH {
                         match sessions.try_recv() {
-                            Ok(e) => batch.push(Input::Session(e)),
+                            Ok(e) => batch.push_back(Input::Session(e)),
                             Err(_) => break,
                         }
                     }
-                    let outputs = self.core.handle_batch(Instant::now().into_std(), batch);
-                    self.run_outputs(outputs).await;
+                    // The core stops after each full batch of changes, so what it
+                    // encoded is written (or found not to fit) before it goes on.
+                    while !batch.is_empty() {
+                        let outputs = self.core.handle_batch(Instant::now().into_std(), &mut batch);
+                        self.run_outputs(outputs).await;
+                    }
                 }
                 Some(r) = refused.recv() => {
                     let _ = self.events.send(SpeakerEvent::Refused(r.from)).await;
@@ -293,6 +297,13 @@ impl Driver {
                     if self.send(ip, msgs) {
                         let now = Instant::now().into_std();
                         queue.extend(self.core.handle(now, Input::Stalled(ip)));
+                    }
+                }
+                Output::Wake(ip) => {
+                    // A session still being delivered to says so when done.
+                    if self.links.contains_key(&ip) && !self.waiting.contains_key(&ip) {
+                        let now = Instant::now().into_std();
+                        queue.extend(self.core.handle(now, Input::Writable(ip)));
                     }
                 }
                 Output::Control(ip, c) => {

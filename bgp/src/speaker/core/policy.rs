@@ -155,6 +155,10 @@ impl Speaker {
             p.deferred.everything();
             return "new export policy: the peer is not reading; applies once it does".into();
         }
+        if p.feed.is_some() {
+            p.deferred.everything();
+            return "new export policy: applies as the rest of the table is sent".into();
+        }
         let all: Vec<BestChange> = self
             .rib
             .iter()

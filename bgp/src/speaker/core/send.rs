@@ -4,6 +4,7 @@
 //! ([`Speaker::handle_batch`]) send their changes once: a reflector with a thousand
 //! clients otherwise writes a small UPDATE to every client for every UPDATE it gets.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 
 use bytes::Bytes;
@@ -12,6 +13,7 @@ use std::time::Instant;
 use crate::rib::export::{self, ExportMemo};
 use crate::rib::{BestChange, Key};
 use crate::session::SessionEvent;
+use crate::wire::{Message, Update};
 
 use super::{Input, Output, RibNews, Speaker, SpeakerEvent};
 use crate::speaker::deferred::Waiting;
@@ -19,20 +21,44 @@ use crate::speaker::deferred::Waiting;
 /// Changed prefixes a batch sends at most at once.
 const BATCH_PREFIXES: usize = 4096;
 
+/// Changed prefixes times the peers that take them, that a batch sends at most at
+/// once. A batch's UPDATEs are all encoded before the driver writes any: a reflector
+/// whose thousand clients withdrew 4,096 prefixes held 70 MB of them, most for
+/// clients that could not take them yet (those now note prefix numbers instead).
+const BATCH_PAIRS: usize = 1 << 18;
+
+/// Encoded UPDATE bytes one [`Speaker::handle_batch`] returns, about (it stops after
+/// the input that passed it). Other inputs between UPDATEs (sessions coming up) each
+/// send what was collected, so the cut above alone did not bound a call: a thousand
+/// clients coming up while others announced made one call of 370,000 UPDATEs.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// The fewest changed prefixes a batch is cut at, however many peers.
+const BATCH_PREFIXES_MIN: usize = 64;
+
+/// Prefixes of a peer's initial table, or of what waited for it, encoded at once
+/// ([`Speaker::feed`], [`Speaker::flush`]).
+const FEED_PIECE: usize = 1024;
+
 impl Speaker {
-    /// Takes `inputs` at `now` as [`Speaker::handle`] would one after the other, except
-    /// that the Loc-RIB changes of consecutive UPDATEs (End-of-RIB markers excepted)
-    /// are sent together, at the Loc-RIB's state after the last of them: each peer
-    /// gets one batch of packed UPDATEs instead of one per UPDATE received (every
-    /// [`BATCH_PREFIXES`] changed prefixes at the latest). Any other
-    /// input sends what waits before it is handled, so no output moves across it.
-    pub fn handle_batch(
-        &mut self,
-        now: Instant,
-        inputs: impl IntoIterator<Item = Input>,
-    ) -> Vec<Output> {
+    /// Takes inputs from the front of `inputs` at `now` as [`Speaker::handle`] would
+    /// one after the other, except that the Loc-RIB changes of consecutive UPDATEs
+    /// (End-of-RIB markers excepted) are sent together, at the Loc-RIB's state after
+    /// the last of them: each peer gets one batch of packed UPDATEs instead of one per
+    /// UPDATE received. Any other input sends what waits before it is handled, so no
+    /// output moves across it.
+    ///
+    /// Returns once the changes collected reach a batch's size (at most
+    /// [`BATCH_PREFIXES`], fewer the more peers take them, see [`BATCH_PAIRS`]), or
+    /// the UPDATEs built [`BATCH_BYTES`], leaving the rest in `inputs`: the caller carries out the outputs (so sessions
+    /// that cannot take more say so) and calls again.
+    pub fn handle_batch(&mut self, now: Instant, inputs: &mut VecDeque<Input>) -> Vec<Output> {
+        let taking = self.peers.values().filter(|p| p.out.is_some()).count();
+        self.batch_limit = (BATCH_PAIRS / taking.max(1)).clamp(BATCH_PREFIXES_MIN, BATCH_PREFIXES);
+        self.batch_sent = false;
         let mut out = Vec::new();
-        for input in inputs {
+        let mut encoded = 0;
+        while let Some(input) = inputs.pop_front() {
             let mergeable = matches!(
                 &input,
                 Input::Session(SessionEvent::Update { update, .. })
@@ -43,7 +69,12 @@ impl Speaker {
             } else {
                 self.end_batch();
             }
-            out.extend(self.handle(now, input));
+            let o = self.handle(now, input);
+            encoded += o.iter().map(Output::encoded_len).sum::<usize>();
+            out.extend(o);
+            if self.batch_sent || encoded >= BATCH_BYTES {
+                break;
+            }
         }
         self.end_batch();
         out.append(&mut self.out);
@@ -77,9 +108,10 @@ impl Speaker {
             batch.extend(changes.iter().map(|c| c.prefix));
             // Bounded: a full table from one peer still reaches the FIB and the other
             // peers while it arrives, not only once the whole batch is in.
-            if batch.len() >= BATCH_PREFIXES {
+            if batch.len() >= self.batch_limit {
                 self.end_batch();
                 self.batch = Some(Vec::new());
+                self.batch_sent = true;
             }
             return;
         }
@@ -92,10 +124,10 @@ impl Speaker {
             let Some(out) = p.out.as_ref() else {
                 continue;
             };
-            if p.stalled || !p.deferred.is_empty() {
-                // Its peer is not reading (RFC 9687; the send hold timer ends it).
-                // Waiting would stall every other peer and the FIB with it, so only
-                // the prefixes are noted.
+            if p.stalled || !p.deferred.is_empty() || p.feed.is_some() {
+                // Its peer is not reading (RFC 9687; the send hold timer ends it), or
+                // is still being sent its initial table. Waiting would stall every
+                // other peer and the FIB with it, so only the prefixes are noted.
                 memo.resolve(&changes);
                 let ids = changes.iter().enumerate();
                 p.deferred
@@ -177,7 +209,7 @@ impl Speaker {
         if p.stalled {
             return;
         }
-        match p.deferred.take() {
+        match p.deferred.take(FEED_PIECE) {
             Waiting::Nothing => {}
             Waiting::Prefixes(ids) => {
                 let numbers = self.exports.numbers();
@@ -199,6 +231,12 @@ impl Speaker {
         let Some(p) = self.peers.get_mut(&ip) else {
             return;
         };
+        if !p.deferred.is_empty() {
+            // The rest once the session took this piece: sent whole, a slow peer's
+            // backlog sat in its write buffer (1,000 clients 250 KB each).
+            self.out.push(Output::Wake(ip));
+            return;
+        }
         let Some(out) = p.out.as_ref() else {
             return;
         };
@@ -209,6 +247,51 @@ impl Speaker {
                 p.updates_out += msgs.len() as u64;
                 self.out.push(Output::Send(ip, msgs));
             }
+        }
+        self.feed(ip);
+    }
+
+    /// Sends the next piece of a peer's initial table, with End-of-RIB once it is all
+    /// out. The next piece is asked for ([`Output::Wake`]) and built only once the
+    /// session took this one: a thousand peers coming up at once held a thousand
+    /// encoded tables (100 MB for the reflector's 1,000 clients).
+    pub(super) fn feed(&mut self, ip: IpAddr) {
+        let Some(after) = self
+            .peers
+            .get(&ip)
+            .and_then(|p| p.feed.as_ref())
+            .map(|f| f.after)
+        else {
+            return;
+        };
+        let piece = self.rib.best_after(after, FEED_PIECE);
+        let Some(p) = self.peers.get_mut(&ip) else {
+            return;
+        };
+        let memo = &mut ExportMemo::new(&mut self.exports);
+        let (mut msgs, texts) = p.export(&self.cfg, &self.origins, &piece, memo);
+        let (Some(out), Some(feed)) = (p.out.as_ref(), p.feed.as_mut()) else {
+            return;
+        };
+        let more = match piece.last() {
+            Some(last) if piece.len() == FEED_PIECE => {
+                feed.after = Some(last.prefix);
+                true
+            }
+            _ => {
+                for f in &feed.families {
+                    if let Ok(b) = Message::Update(Update::end_of_rib(*f)).encode(&out.tx) {
+                        msgs.push(b);
+                        p.updates_out += 1;
+                    }
+                }
+                p.feed = None;
+                false
+            }
+        };
+        emit(&mut self.out, ip, p.cfg.address, (msgs, texts));
+        if more {
+            self.out.push(Output::Wake(ip));
         }
     }
 }
