@@ -196,15 +196,23 @@ impl DaemonHandler {
 
     /// `tern status`: the daemon and every peer.
     async fn status(&self) -> Result<Value, String> {
+        json(&self.status_reply().await?)
+    }
+
+    async fn status_reply(&self) -> Result<StatusReply, String> {
         let peers = self.peers(None).await?;
         let daemon = self.daemon_info(&*self.lock()?);
-        json(&StatusReply { daemon, peers })
+        Ok(StatusReply { daemon, peers })
     }
 
     /// `tern peers [ADDR]`.
     async fn peers_reply(&self, address: Option<&str>) -> Result<Value, String> {
+        json(&self.peers_of(address).await?)
+    }
+
+    async fn peers_of(&self, address: Option<&str>) -> Result<PeersReply, String> {
         let only = address.map(parse_address).transpose()?;
-        json(&PeersReply {
+        Ok(PeersReply {
             peers: self.peers(only).await?,
         })
     }
@@ -496,7 +504,13 @@ impl Handler for DaemonHandler {
             if let Some(answer) = self.routes_request(&request).await {
                 return answer;
             }
-            text(&self.answer(request).await?)
+            // Status and peers too: at 1,000 peers the tree alone was 5 MB, and
+            // monitoring polls them.
+            match request {
+                Request::Status => text(&self.status_reply().await?),
+                Request::Peers { address } => text(&self.peers_of(address.as_deref()).await?),
+                request => text(&self.answer(request).await?),
+            }
         })
     }
 }
