@@ -1,8 +1,9 @@
 //! What bounds the memory a reflector keeps per client, and must not change what the
 //! clients get: what each peer was sent is kept by prefix number
 //! (`rib::export::sent`), numbers nobody holds are freed and given to other prefixes;
-//! a peer that stops reading has its changed prefixes noted only up to a share of the
-//! table, and is sent everything again past it (`speaker::deferred`).
+//! a peer that stops reading has its changed prefixes noted by number
+//! (`speaker::deferred`), and what waited, like a new session's table, goes a piece at
+//! a time, the next once the session took the last.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is the test failing
 
 use std::collections::BTreeSet;
@@ -116,11 +117,7 @@ fn a_peer_coming_up_is_sent_the_table_a_piece_at_a_time() {
     let at = |s: u64| t0 + Duration::from_secs(s);
     let mut speaker = reflector_with_a(t0);
     let table = round(0, 3000);
-    from_a(
-        &mut speaker,
-        at(1),
-        parse::announce(&words(&format!("{} nh 198.51.100.2", table.join(" ")))),
-    );
+    announce_from_a(&mut speaker, at(1), &table);
 
     // B comes up: one piece, and a Wake for the next.
     let first = up(&mut speaker, at(2), B);
@@ -144,11 +141,7 @@ fn a_peer_coming_up_is_sent_the_table_a_piece_at_a_time() {
         parse::withdrawal(&words(&format!("{sent_early} {sent_late}"))),
     );
     let new = "198.18.200.1/32";
-    let during2 = from_a(
-        &mut speaker,
-        at(3),
-        parse::announce(&words(&format!("{new} nh 198.51.100.2"))),
-    );
+    let during2 = announce_from_a(&mut speaker, at(3), &[new.to_string()]);
     assert_eq!(sent_to_b(&during).0.len() + sent_to_b(&during2).0.len(), 0);
 
     let (all, pieces) = drain_b(&mut speaker, at(4), first);
@@ -171,6 +164,12 @@ fn a_peer_coming_up_is_sent_the_table_a_piece_at_a_time() {
         set(&[sent_early]),
         "only what B was sent is withdrawn"
     );
+}
+
+/// A announces `prefixes` with itself as next hop.
+fn announce_from_a(speaker: &mut Speaker, at: Instant, prefixes: &[String]) -> Vec<Output> {
+    let line = format!("{} nh 198.51.100.2", prefixes.join(" "));
+    from_a(speaker, at, parse::announce(&words(&line)))
 }
 
 /// An UPDATE from A.
@@ -240,11 +239,7 @@ fn a_client_far_behind_is_sent_the_table_again_and_what_went_withdrawn() {
     let at = |s: u64| t0 + Duration::from_secs(s);
     let mut speaker = reflector(t0);
     let first = round(0, 3000);
-    from_a(
-        &mut speaker,
-        at(1),
-        parse::announce(&words(&format!("{} nh 198.51.100.2", first.join(" ")))),
-    );
+    announce_from_a(&mut speaker, at(1), &first);
     assert_eq!(held_by_b(&speaker), set(&first));
 
     // B stops reading: 2,000 withdrawn and 2,000 new, past the 1,024 noted.
@@ -256,11 +251,7 @@ fn a_client_far_behind_is_sent_the_table_again_and_what_went_withdrawn() {
         parse::withdrawal(&words(&gone.join(" "))),
     );
     let new = round(2, 2000); // 4,000 to 5,999: none of the first
-    let out = from_a(
-        &mut speaker,
-        at(3),
-        parse::announce(&words(&format!("{} nh 198.51.100.2", new.join(" ")))),
-    );
+    let out = announce_from_a(&mut speaker, at(3), &new);
     assert!(
         !out.iter()
             .any(|o| matches!(o, Output::Send(ip, _) if *ip == B.ip())),
@@ -268,35 +259,11 @@ fn a_client_far_behind_is_sent_the_table_again_and_what_went_withdrawn() {
     );
     assert_eq!(held_by_b(&speaker), set(&first), "b holds what it was sent");
 
-    // What waited goes a piece at a time: the next once the session took one (the
-    // driver answers each `Wake` with `Writable`).
-    let mut out = Vec::new();
-    let mut pieces = 0;
-    loop {
-        let o = speaker.handle(at(4), Input::Writable(B.ip()));
-        let more = o
-            .iter()
-            .any(|o| matches!(o, Output::Wake(ip) if *ip == B.ip()));
-        out.extend(o);
-        pieces += 1;
-        if !more {
-            break;
-        }
-    }
+    // What waited goes a piece at a time: the next once the session took one.
+    let out = speaker.handle(at(4), Input::Writable(B.ip()));
+    let (out, pieces) = drain_b(&mut speaker, at(4), out);
     assert!(pieces > 1, "4,000 prefixes waited: more than one piece");
-    let (mut announced, mut withdrawn) = (BTreeSet::new(), BTreeSet::new());
-    for msgs in out.iter().filter_map(|o| match o {
-        Output::Send(ip, m) if *ip == B.ip() => Some(m),
-        _ => None,
-    }) {
-        for b in msgs {
-            let Ok(Message::Update(u)) = Message::decode(b.clone(), &CodecOptions::modern()) else {
-                continue;
-            };
-            announced.extend(u.nlri.iter().map(|n| n.prefix));
-            withdrawn.extend(u.withdrawn.iter().map(|n| n.prefix));
-        }
-    }
+    let (announced, withdrawn, _, _) = sent_to_b(&out);
     let want: BTreeSet<IpNet> = set(&first[2000..]).union(&set(&new)).copied().collect();
     assert_eq!(held_by_b(&speaker), want);
     assert_eq!(withdrawn, set(gone), "what went, withdrawn");
