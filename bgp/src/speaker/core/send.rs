@@ -50,8 +50,9 @@ impl Speaker {
     ///
     /// Returns once the changes collected reach a batch's size (at most
     /// [`BATCH_PREFIXES`], fewer the more peers take them, see [`BATCH_PAIRS`]), or
-    /// the UPDATEs built [`BATCH_BYTES`], leaving the rest in `inputs`: the caller carries out the outputs (so sessions
-    /// that cannot take more say so) and calls again.
+    /// the UPDATEs built [`BATCH_BYTES`], leaving the rest in `inputs`: the caller
+    /// carries out the outputs (so sessions that cannot take more say so) and calls
+    /// again.
     pub fn handle_batch(&mut self, now: Instant, inputs: &mut VecDeque<Input>) -> Vec<Output> {
         let taking = self.peers.values().filter(|p| p.out.is_some()).count();
         self.batch_limit = (BATCH_PAIRS / taking.max(1)).clamp(BATCH_PREFIXES_MIN, BATCH_PREFIXES);
