@@ -101,23 +101,32 @@ impl Deferred {
     }
 
     /// What waits, at most `n` prefixes (the lowest numbers); the rest still waits.
+    /// Called once per piece of a backlog that can be the whole table, so the rest is
+    /// left in place, not collected and noted again.
     pub fn take(&mut self, n: usize) -> Waiting {
         if self.all {
             self.clear();
             return Waiting::Everything;
         }
-        let mut ids: Vec<u32> = if self.bits.is_empty() {
-            std::mem::take(&mut self.ids)
+        let ids = if self.bits.is_empty() {
+            self.ids.sort_unstable();
+            self.ids.dedup();
+            let rest = self.ids.split_off(n.min(self.ids.len()));
+            self.unique = rest.len();
+            std::mem::replace(&mut self.ids, rest)
         } else {
-            self.numbers().collect()
+            let ids: Vec<u32> = self.numbers().take(n).collect();
+            for id in &ids {
+                if let Some(w) = self.bits.get_mut((id / 64) as usize) {
+                    *w &= !(1u64 << (id % 64));
+                }
+            }
+            // Taken from the front: once the last word is empty, all are.
+            if self.bits.last().is_none_or(|w| *w == 0) {
+                self.bits = Vec::new();
+            }
+            ids
         };
-        self.clear();
-        ids.sort_unstable();
-        ids.dedup();
-        if ids.len() > n {
-            let rest = ids.split_off(n);
-            self.note(rest);
-        }
         if ids.is_empty() {
             Waiting::Nothing
         } else {
@@ -181,6 +190,25 @@ mod tests {
         assert_eq!(d.take(2), Waiting::Prefixes(vec![2, 5]));
         assert_eq!(d.take(2), Waiting::Prefixes(vec![7, 9]));
         assert_eq!(d.take(2), Waiting::Nothing);
+        assert!(d.is_empty());
+
+        // The same from a bitset, noting more while it is being taken.
+        d.note(many.iter().copied());
+        assert!(!d.bits.is_empty(), "a bitset");
+        assert_eq!(d.take(2), Waiting::Prefixes(vec![1, 4]));
+        d.note([0, 4]);
+        assert_eq!(d.take(3), Waiting::Prefixes(vec![0, 4, 7]));
+        let mut taken = 5;
+        while let Waiting::Prefixes(ids) = d.take(1024) {
+            assert!(ids.len() <= 1024);
+            taken += ids.len();
+        }
+        assert_eq!(
+            taken,
+            5000 + 2,
+            "every number once, plus 0 and 4 noted again"
+        );
+        assert!(d.is_empty());
 
         // Few numbers spread far apart stay a list.
         d.note((0..600).map(|i| i * 100_000));
