@@ -103,6 +103,7 @@ pub fn run_until(config: &Path, hooks: Hooks) -> ExitCode {
         status::on_intent_applied(f);
     }
     memory::tune();
+    tern_bgp::speaker::set_release_freed(memory::release_freed);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use tern_bgp::session::SessionEvent;
-use tern_bgp::speaker::core::{Input, Output, Speaker};
+use tern_bgp::speaker::core::{Input, Output, Speaker, TimerId};
 use tern_bgp::wire::{CodecOptions, Message, Update};
 
 #[path = "scenarios/parse.rs"]
@@ -272,4 +272,49 @@ fn a_client_far_behind_is_sent_the_table_again_and_what_went_withdrawn() {
         set(&new),
         "only what b did not have: the rest is unchanged"
     );
+}
+
+/// When the pack timer is asked for in `out`, if it is.
+fn pack_at(out: &[Output]) -> Option<Option<Instant>> {
+    out.iter().find_map(|o| match o {
+        Output::Timer {
+            id: TimerId::Pack,
+            at,
+        } => Some(*at),
+        _ => None,
+    })
+}
+
+/// The Loc-RIB's table is packed once thousands of prefixes came and then a second
+/// passed without any coming or going; not while the table still arrives.
+#[test]
+fn the_table_is_packed_once_it_stopped_changing() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut speaker = reflector(t0);
+    let first = announce_from_a(&mut speaker, t0, &round(0, 3000));
+    assert_eq!(
+        pack_at(&first),
+        None,
+        "3,000 prefixes: not worth a walk yet"
+    );
+    let t1 = t0 + ms(300);
+    let second = announce_from_a(&mut speaker, t1, &round(1, 3000));
+    assert_eq!(pack_at(&second), Some(Some(t1 + ms(1000))));
+    let t2 = t1 + ms(500);
+    let third = announce_from_a(&mut speaker, t2, &round(2, 3000)[..100]);
+    assert_eq!(pack_at(&third), None, "armed already");
+    // Due while the table changed half a second ago: it waits a second after that.
+    let early = speaker.handle(t1 + ms(1000), Input::Timer(TimerId::Pack));
+    assert_eq!(pack_at(&early), Some(Some(t2 + ms(1000))));
+    assert_eq!(speaker.unpacked(), 6100);
+    let before = speaker.routes();
+    let done = speaker.handle(t2 + ms(1000), Input::Timer(TimerId::Pack));
+    assert_eq!((pack_at(&done), speaker.unpacked()), (None, 0));
+    assert_eq!(speaker.routes(), before);
+    // Changes after it count again, and B still gets them.
+    let new = &round(3, 3000)[..10];
+    let later = announce_from_a(&mut speaker, t2 + ms(2000), new);
+    assert_eq!(speaker.unpacked(), 10);
+    assert_eq!(sent_to_b(&later).0, set(new));
 }

@@ -104,11 +104,12 @@ impl Run {
             "remove-peer" => Input::RemovePeer(ip(args[0]), args[1..].join(" ")),
             "timer" => match args {
                 ["deferral"] => Input::Timer(TimerId::Deferral),
+                ["pack"] => Input::Timer(TimerId::Pack),
                 ["restart", p, "gen", g] => Input::Timer(TimerId::Restart {
                     peer: ip(p),
                     generation: g.parse().unwrap(),
                 }),
-                _ => panic!("timer: deferral | restart <peer> gen <n>, got {args:?}"),
+                _ => panic!("timer: deferral | pack | restart <peer> gen <n>, got {args:?}"),
             },
             "stalled" => Input::Stalled(ip(args[0])),
             "writable" => Input::Writable(ip(args[0])),
@@ -249,6 +250,7 @@ impl Run {
             Output::Timer { id, at } => {
                 let id = match id {
                     TimerId::Deferral => "deferral".to_string(),
+                    TimerId::Pack => "pack".to_string(),
                     TimerId::Restart { peer, generation } => {
                         format!("restart {peer} gen {generation}")
                     }

@@ -17,6 +17,7 @@ pub mod report;
 mod table;
 #[cfg(test)]
 mod tests;
+mod wanted;
 
 pub use counts::{ApplyDurations, FibCounts, APPLY_BUCKETS};
 pub use news::KernelNews;
@@ -343,7 +344,7 @@ impl<B: Backend> Task<B> {
         let left = predecessor::Left::find(&mut backend, predecessor).await;
         let mut t = Task {
             backend,
-            adopted: table.kernel_prefixes().copied().collect(),
+            adopted: table.kernel_prefixes().collect(),
             found_at_start: table.kernel_len() + left.len(),
             table,
             refusals: Refusals::default(),
@@ -538,8 +539,7 @@ impl<B: Backend> Task<B> {
             .table
             .wanted_prefixes()
             .chain(self.table.kernel_prefixes())
-            .chain(fresh.keys())
-            .copied()
+            .chain(fresh.keys().copied())
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();

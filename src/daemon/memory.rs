@@ -1,5 +1,6 @@
-//! Giving memory back after a large snapshot, a large `tern routes` answer or a large
-//! kernel batch (the FIB task calls it, see `tern_fib::task::TRIM_AFTER`). A
+//! Giving memory back after a large snapshot, a large `tern routes` answer, a large
+//! kernel batch (the FIB task calls it, see `tern_fib::task::TRIM_AFTER`) or once the
+//! speaker packed its table (`tern_bgp::speaker::set_release_freed`). A
 //! snapshot of a big cluster (thousands of Nodes and IPAM blocks) is validated as a
 //! whole, and `tern routes` on a 100,000-route node builds tens of MB; the transient
 //! peak is freed at once, but glibc's allocator keeps the pages (one arena per worker

@@ -147,6 +147,8 @@ pub struct Rib {
     total: u64,
     /// IPv6 prefixes held, so the metrics count each family without a walk.
     ipv6_prefixes: u64,
+    /// Prefixes added or removed since the table was last packed ([`Rib::pack`]).
+    unpacked: usize,
 }
 
 /// A prefix as the table's key: compared as integers. `IpNet`'s own order compares
@@ -216,6 +218,7 @@ impl Rib {
             per_peer: HashMap::new(),
             total: 0,
             ipv6_prefixes: 0,
+            unpacked: 0,
         }
     }
 
@@ -296,6 +299,19 @@ impl Rib {
     /// Whether the RIB is empty.
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
+    }
+
+    /// Prefixes added or removed since the table was last packed.
+    pub fn unpacked(&self) -> usize {
+        self.unpacked
+    }
+
+    /// Rebuilds the table's B-tree with full nodes ([`tern_pack`]): a table that
+    /// arrives in prefix order leaves each node about half full, 68 bytes per prefix
+    /// at 100,000 prefixes against 36 packed (54 in random order).
+    pub fn pack(&mut self) {
+        tern_pack::pack(&mut self.table);
+        self.unpacked = 0;
     }
 
     /// The attribute store (for memory figures).
@@ -508,6 +524,9 @@ impl Rib {
                 }
                 Entry::Vacant(_) => None,
             };
+            if before.is_some() != now.is_some() {
+                self.unpacked += 1;
+            }
             if let (IpNet::V6(_), true) = (prefix, before.is_some() != now.is_some()) {
                 match now {
                     Some(_) => self.ipv6_prefixes += 1,

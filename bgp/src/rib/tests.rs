@@ -575,3 +575,38 @@ fn table_keys_keep_the_prefix_order_and_give_the_prefix_back() {
     let back: Vec<IpNet> = keys.into_iter().map(Key::net).collect();
     assert_eq!(back, nets);
 }
+
+/// Packing rebuilds the table's B-tree: every prefix keeps its paths and its Loc-RIB
+/// entry, in order, and the table takes changes as before.
+#[test]
+fn a_packed_table_holds_the_same_entries_and_takes_changes() {
+    let a = source("198.51.100.2", 2, 64601, true);
+    let b = source("198.51.100.3", 3, 64602, true);
+    let mut rib = Rib::new(1);
+    let prefixes: Vec<String> = (0..5000u32)
+        .map(|i| format!("198.18.{}.{}/32", i / 256, i % 256))
+        .collect();
+    let all: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+    rib.apply_update(&a, &announce(&all, attrs(&[64601])));
+    rib.apply_update(&b, &announce(&all[..10], attrs(&[64602, 1])));
+    assert_eq!(rib.unpacked(), 5000);
+    let before: Vec<(IpNet, Best)> = rib.iter().collect();
+    rib.pack();
+    assert_eq!(rib.unpacked(), 0);
+    assert_eq!(rib.iter().collect::<Vec<_>>(), before);
+    assert_eq!(rib.paths(&net(all[3]).prefix).len(), 2);
+    let gone = Update {
+        withdrawn: all[9..11].iter().map(|p| net(p)).collect(),
+        ..Update::default()
+    };
+    rib.apply_update(&a, &gone);
+    assert_eq!(
+        (rib.len(), rib.unpacked()),
+        (4999, 1),
+        "one prefix kept B's path"
+    );
+    assert_eq!(
+        rib.best(&net(all[9]).prefix).map(|e| e.best.source.asn),
+        Some(64602)
+    );
+}

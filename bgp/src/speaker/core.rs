@@ -11,6 +11,7 @@
 //! table), and [`Input::Writable`] sends what the Loc-RIB holds for them at that moment.
 
 mod operate;
+mod pack;
 mod policy;
 mod queries;
 mod send;
@@ -48,6 +49,8 @@ pub enum TimerId {
     },
     /// Our own selection deferral timer.
     Deferral,
+    /// The Loc-RIB's table kept its prefixes for a while: pack it (`core/pack.rs`).
+    Pack,
 }
 
 /// What the core is told.
@@ -157,6 +160,8 @@ pub struct Speaker {
     batch_sent: bool,
     /// What peers were sent, each distinct export once.
     exports: Exports,
+    /// When to pack the Loc-RIB's table.
+    packing: pack::Packing,
     out: Vec<Output>,
 }
 
@@ -200,6 +205,7 @@ impl Speaker {
             batch_limit: usize::MAX,
             batch_sent: false,
             exports: Exports::default(),
+            packing: pack::Packing::default(),
             out: Vec::new(),
         };
         (speaker, out)
@@ -254,6 +260,7 @@ impl Speaker {
                     self.end_deferral(true);
                 }
             }
+            Input::Timer(TimerId::Pack) => self.pack_timer(now),
             Input::Timer(TimerId::Restart { peer, generation }) => {
                 if self
                     .peers
@@ -275,6 +282,7 @@ impl Speaker {
                 self.flush(ip);
             }
         }
+        self.note_shape(now);
         std::mem::take(&mut self.out)
     }
 

@@ -22,7 +22,7 @@ mod task;
 
 pub use crate::fsm::trouble::{Detail, NoticedBy, SessionTrouble};
 pub use crate::session::{ConnectFailure, ConnectTrouble, Trouble};
-pub use task::{spawn, spawn_routed};
+pub use task::{set_release_freed, spawn, spawn_routed};
 #[doc(hidden)]
 pub use task::{spawn_with, Link, Spawner};
 

@@ -12,7 +12,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -27,6 +27,16 @@ use super::{RibNews, SpeakerCommand, SpeakerConfig, SpeakerEvent};
 
 /// Session events taken as one batch at most ([`Speaker::handle_batch`]).
 const BATCH: usize = 512;
+
+/// What gives freed heap pages back to the system ([`set_release_freed`]).
+static RELEASE_FREED: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what gives freed heap pages back to the system (the daemon's `malloc_trim`),
+/// called once the Loc-RIB's table was packed: the allocator would otherwise keep
+/// the old nodes' pages resident. Process-wide, as the allocator is; set once.
+pub fn set_release_freed(release: fn()) {
+    let _ = RELEASE_FREED.set(release);
+}
 
 /// How the driver reaches one session: a real session task, or (for tests of the
 /// driver) a bare channel whose other end the test reads.
@@ -184,7 +194,14 @@ impl Driver {
                 }
                 () = sleep_until(next), if next.is_some() => {
                     if let Some((_, id)) = self.timers.pop_first() {
+                        let unpacked = self.core.unpacked();
                         self.input(Input::Timer(id)).await;
+                        if unpacked > 0 && self.core.unpacked() == 0 {
+                            // The table was packed: its old nodes' pages go back.
+                            if let Some(release) = RELEASE_FREED.get() {
+                                release();
+                            }
+                        }
                     }
                 }
                 Some(done) = self.writable.join_next(), if !self.writable.is_empty() => {

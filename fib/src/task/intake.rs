@@ -76,7 +76,6 @@ impl<B: Backend> Task<B> {
             .table
             .kernel_prefixes()
             .filter(|p| !self.table.wants(p))
-            .copied()
             .collect();
         if stale.is_empty() {
             tracing::debug!("routes complete: restart grace over");
@@ -93,10 +92,12 @@ impl<B: Backend> Task<B> {
     /// Gives the freed heap back once [`TRIM_AFTER`] changes went to the kernel since
     /// the last time and no news waits (`idle`): a table arriving in many small
     /// batches leaves as much behind as one big batch, and the call walks the heap, so
-    /// it waits for a pause.
+    /// it waits for a pause. The table's maps are packed first (`Table::pack_if_due`),
+    /// so the nodes they leave go back too.
     pub(super) fn release_if_due(&mut self, idle: bool) {
         if self.unreleased >= RELEASE_ANYWAY || (idle && self.unreleased >= TRIM_AFTER) {
             self.unreleased = 0;
+            self.table.pack_if_due();
             (self.release_freed)();
         }
     }

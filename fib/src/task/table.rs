@@ -1,59 +1,34 @@
 //! The FIB task's table: the wanted routes and, against them, tern's routes in the
 //! kernel as far as the task knows, in one map.
 //!
-//! A wanted route is kept compact: its kind (next hops) interned, so the routes of one
-//! peer share one copy, plus metric, table and whether the kernel has exactly this
-//! route (nearly always, once installed). Only a kernel route that differs from the
-//! wanted one (found at start, sent with the tunnel device filled in, or no longer
-//! wanted) is kept whole, in a second map. Two full maps of `Route`s, each with its own
-//! next-hop list on the heap, cost about 220 bytes per route, more than the RIB; one
-//! compact entry costs about 80 (docs/benchmarks.md).
+//! A wanted route is kept compact ([`super::wanted`]): a class number (next hops,
+//! metric and table, shared by the routes of one peer) and whether the kernel has
+//! exactly this route (nearly always, once installed), about 20 bytes with its prefix.
+//! Only a kernel route that differs from the wanted one (found at start, sent with the
+//! tunnel device filled in, or no longer wanted) is kept whole, in a second map. Two
+//! full maps of `Route`s, each with its own next-hop list on the heap, cost about 220
+//! bytes per route, more than the RIB (docs/benchmarks.md).
 //!
 //! The one rule that keeps the marker true: a wanted route that changes while the
 //! kernel has the old one leaves the old one in the second map ([`Table::set_want`]).
 //! A kernel batch updates the table from [`Receipt`]s.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 
+use super::wanted::{Class, Classes, Want, Wanted};
 use crate::reconcile::Sent;
-use crate::{Route, RouteChange, RouteKind};
-
-/// One wanted route, without its prefix (the map's key).
-#[derive(Debug, Clone)]
-struct Want {
-    kind: Arc<RouteKind>,
-    metric: u32,
-    table: u32,
-    /// The kernel has exactly this route.
-    in_kernel: bool,
-}
-
-impl Want {
-    fn route(&self, prefix: IpNet) -> Route {
-        Route {
-            prefix,
-            kind: (*self.kind).clone(),
-            metric: self.metric,
-            table: self.table,
-        }
-    }
-
-    fn is(&self, r: &Route) -> bool {
-        *self.kind == r.kind && self.metric == r.metric && self.table == r.table
-    }
-}
+use crate::{Route, RouteChange};
 
 /// Wanted routes and tern's routes in the kernel, by prefix.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    wanted: BTreeMap<IpNet, Want>,
+    wanted: Wanted,
     /// Kernel routes other than the wanted route of their prefix.
     others: BTreeMap<IpNet, Route>,
-    /// Every distinct route kind a wanted route has, once.
-    kinds: HashSet<Arc<RouteKind>>,
+    /// What the wanted routes are besides their prefixes, each distinct one once.
+    classes: Classes,
 }
 
 impl Table {
@@ -65,47 +40,57 @@ impl Table {
         }
     }
 
+    /// The route `w` of `p`.
+    fn route(&self, p: IpNet, w: Want) -> Option<Route> {
+        self.classes.get(w.class()).map(|c| c.route(p))
+    }
+
+    /// Whether `w` is `r` (without its prefix).
+    fn is(&self, w: Want, r: &Route) -> bool {
+        self.classes.get(w.class()).is_some_and(|c| c.is(r))
+    }
+
     /// The wanted route of `p`.
     pub(crate) fn want(&self, p: &IpNet) -> Option<Route> {
-        self.wanted.get(p).map(|w| w.route(*p))
+        self.wanted.get(p).and_then(|w| self.route(*p, w))
     }
 
     /// Whether `r` is exactly the wanted route of its prefix.
     pub(crate) fn is_wanted(&self, r: &Route) -> bool {
-        self.wanted.get(&r.prefix).is_some_and(|w| w.is(r))
+        self.wanted.get(&r.prefix).is_some_and(|w| self.is(w, r))
     }
 
     /// Whether a route is wanted for `p`.
     pub(crate) fn wants(&self, p: &IpNet) -> bool {
-        self.wanted.contains_key(p)
+        self.wanted.get(p).is_some()
     }
 
     /// Every wanted route, in prefix order.
     pub(crate) fn wanted(&self) -> impl Iterator<Item = Route> + '_ {
-        self.wanted.iter().map(|(p, w)| w.route(*p))
+        self.wanted.iter().filter_map(|(p, w)| self.route(p, w))
     }
 
     /// Every prefix a route is wanted for, in order.
-    pub(crate) fn wanted_prefixes(&self) -> impl Iterator<Item = &IpNet> {
-        self.wanted.keys()
+    pub(crate) fn wanted_prefixes(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.wanted.iter().map(|(p, _)| p)
     }
 
     /// The kernel's route for `p`.
     pub(crate) fn kernel(&self, p: &IpNet) -> Option<Route> {
         match self.wanted.get(p) {
-            Some(w) if w.in_kernel => Some(w.route(*p)),
+            Some(w) if w.in_kernel() => self.route(*p, w),
             _ => self.others.get(p).cloned(),
         }
     }
 
     /// Whether the kernel has a route of ours for `p`.
     pub(crate) fn in_kernel(&self, p: &IpNet) -> bool {
-        self.wanted.get(p).is_some_and(|w| w.in_kernel) || self.others.contains_key(p)
+        self.installed_as_wanted(p) || self.others.contains_key(p)
     }
 
     /// Whether the kernel has exactly the wanted route of `p`.
     pub(crate) fn installed_as_wanted(&self, p: &IpNet) -> bool {
-        self.wanted.get(p).is_some_and(|w| w.in_kernel)
+        self.wanted.get(p).is_some_and(|w| w.in_kernel())
     }
 
     /// Every route of ours in the kernel (those as wanted first, then the others;
@@ -114,20 +99,21 @@ impl Table {
         let as_wanted = self
             .wanted
             .iter()
-            .filter(|(_, w)| w.in_kernel)
-            .map(|(p, w)| w.route(*p));
+            .filter(|(_, w)| w.in_kernel())
+            .filter_map(|(p, w)| self.route(p, w));
         as_wanted.chain(self.others.values().cloned())
     }
 
     /// Every prefix the kernel has a route of ours for (as in [`Self::kernel_routes`]).
-    pub(crate) fn kernel_prefixes(&self) -> impl Iterator<Item = &IpNet> {
-        let as_wanted = self.wanted.iter().filter(|(_, w)| w.in_kernel);
-        as_wanted.map(|(p, _)| p).chain(self.others.keys())
+    pub(crate) fn kernel_prefixes(&self) -> impl Iterator<Item = IpNet> + '_ {
+        let as_wanted = self.wanted.iter().filter(|(_, w)| w.in_kernel());
+        as_wanted.map(|(p, _)| p).chain(self.others.keys().copied())
     }
 
     /// How many routes of ours the kernel has.
     pub(crate) fn kernel_len(&self) -> usize {
-        self.wanted.values().filter(|w| w.in_kernel).count() + self.others.len()
+        let as_wanted = self.wanted.iter().filter(|(_, w)| w.in_kernel()).count();
+        as_wanted + self.others.len()
     }
 
     /// `p`'s wanted route is now `now` (`None`: none); returns the old one. A kernel
@@ -135,12 +121,12 @@ impl Table {
     /// one is marked so.
     pub(crate) fn set_want(&mut self, p: IpNet, now: Option<Route>) -> Option<Route> {
         let old = self.wanted.remove(&p);
-        let old_route = old.as_ref().map(|w| w.route(p));
+        let old_route = old.and_then(|w| self.route(p, w));
         let mut in_kernel = false;
-        if let (Some(w), Some(r)) = (&old, &old_route) {
-            if w.in_kernel && now.as_ref() == Some(r) {
+        if let (Some(w), Some(r)) = (old, &old_route) {
+            if w.in_kernel() && now.as_ref() == Some(r) {
                 in_kernel = true;
-            } else if w.in_kernel {
+            } else if w.in_kernel() {
                 self.others.insert(p, r.clone());
             }
         }
@@ -149,40 +135,31 @@ impl Table {
                 self.others.remove(&p);
                 in_kernel = true;
             }
-            let want = Want {
-                kind: self.intern(r.kind),
-                metric: r.metric,
-                table: r.table,
-                in_kernel,
-            };
-            self.wanted.insert(p, want);
+            let class = self.classes.take(Class::of(r));
+            self.wanted.insert(p, Want::new(class, in_kernel));
         }
         if let Some(w) = old {
-            self.forget_kind(w.kind);
+            self.classes.release(w.class());
         }
         old_route
     }
 
     /// The kernel now has `r` (a batch added or replaced it).
     pub(crate) fn kernel_put(&mut self, r: Route) {
-        match self.wanted.get_mut(&r.prefix) {
-            Some(w) if w.is(&r) => {
-                w.in_kernel = true;
-                self.others.remove(&r.prefix);
-            }
-            w => {
-                if let Some(w) = w {
-                    w.in_kernel = false;
-                }
-                self.others.insert(r.prefix, r);
-            }
+        if self.is_wanted(&r) {
+            self.kernel_put_as_wanted(r.prefix);
+            return;
         }
+        if let Some(w) = self.wanted.get_mut(&r.prefix) {
+            w.set_in_kernel(false);
+        }
+        self.others.insert(r.prefix, r);
     }
 
     /// The kernel now has the wanted route of `p`.
     pub(crate) fn kernel_put_as_wanted(&mut self, p: IpNet) {
         if let Some(w) = self.wanted.get_mut(&p) {
-            w.in_kernel = true;
+            w.set_in_kernel(true);
             self.others.remove(&p);
         }
     }
@@ -190,41 +167,33 @@ impl Table {
     /// The kernel no longer has a route of ours for `p`.
     pub(crate) fn kernel_remove(&mut self, p: &IpNet) {
         if let Some(w) = self.wanted.get_mut(p) {
-            w.in_kernel = false;
+            w.set_in_kernel(false);
         }
         self.others.remove(p);
     }
 
+    /// Packs the wanted routes' maps if enough prefixes came or went since the last
+    /// time (see [`Wanted::pack_if_due`]).
+    pub(crate) fn pack_if_due(&mut self) {
+        self.wanted.pack_if_due();
+    }
+
     /// Keeps only the kernel routes for which `keep` holds.
     pub(crate) fn kernel_retain(&mut self, mut keep: impl FnMut(&IpNet, &Route) -> bool) {
-        for (p, w) in self.wanted.iter_mut().filter(|(_, w)| w.in_kernel) {
-            w.in_kernel = keep(p, &w.route(*p));
+        let classes = &self.classes;
+        for (p, w) in self.wanted.in_kernel_mut() {
+            let kept = classes
+                .get(w.class())
+                .is_some_and(|c| keep(&p, &c.route(p)));
+            w.set_in_kernel(kept);
         }
         self.others.retain(|p, r| keep(p, r));
     }
 
-    /// The shared copy of `kind`.
-    fn intern(&mut self, kind: RouteKind) -> Arc<RouteKind> {
-        if let Some(k) = self.kinds.get(&kind) {
-            return Arc::clone(k);
-        }
-        let k = Arc::new(kind);
-        self.kinds.insert(Arc::clone(&k));
-        k
-    }
-
-    /// A wanted route let go of `kind`: the last one drops it from the interner.
-    fn forget_kind(&mut self, kind: Arc<RouteKind>) {
-        // Held by the interner and by `kind` itself: no wanted route has it any more.
-        if Arc::strong_count(&kind) == 2 {
-            self.kinds.remove(&*kind);
-        }
-    }
-
-    /// How many distinct route kinds are held (for tests).
+    /// How many distinct route classes are held (for tests).
     #[cfg(test)]
     pub(crate) fn kinds(&self) -> usize {
-        self.kinds.len()
+        self.classes.len()
     }
 }
 
@@ -265,7 +234,7 @@ impl Sent for Receipt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::NextHop;
+    use crate::{NextHop, RouteKind};
 
     fn route(p: &str, gw: &str) -> Route {
         Route {

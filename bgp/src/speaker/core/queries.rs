@@ -24,6 +24,12 @@ impl Speaker {
         self.rib.iter().collect()
     }
 
+    /// Prefixes added to or removed from the Loc-RIB since its table was last packed
+    /// (`core/pack.rs`).
+    pub fn unpacked(&self) -> usize {
+        self.rib.unpacked()
+    }
+
     /// Up to `n` Loc-RIB entries after `after`, in prefix order (see
     /// [`crate::rib::Rib::best_after`]).
     pub fn best_after(&self, after: Option<IpNet>, n: usize) -> Vec<crate::rib::BestChange> {
