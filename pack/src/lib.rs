@@ -30,12 +30,12 @@ pub const PIECE_MIN: usize = 16_384;
 /// million; 15 bytes per entry held meanwhile (a quarter of the entries, 40 bytes
 /// each in the RIB, and the sort's scratch).
 pub fn pack<K: Ord + Clone, V>(map: &mut BTreeMap<K, V>) {
-    let piece = (map.len() / 4 + 1).max(PIECE_MIN);
+    let size = (map.len() / 4 + 1).max(PIECE_MIN);
     let mut rest = std::mem::take(map);
     let mut pieces = Vec::new();
-    // From the right, so each cut finds its key in `piece` steps.
-    while rest.len() > piece {
-        let Some(cut) = rest.keys().nth_back(piece - 1).cloned() else {
+    // From the right, so each cut finds its key in `size` steps.
+    while rest.len() > size {
+        let Some(cut) = rest.keys().nth_back(size - 1).cloned() else {
             break;
         };
         let mut piece = rest.split_off(&cut);

@@ -524,10 +524,9 @@ impl Rib {
                 }
                 Entry::Vacant(_) => None,
             };
-            if before.is_some() != now.is_some() {
-                self.unpacked += 1;
-            }
-            if let (IpNet::V6(_), true) = (prefix, before.is_some() != now.is_some()) {
+            let came_or_went = before.is_some() != now.is_some();
+            self.unpacked += usize::from(came_or_went);
+            if let (IpNet::V6(_), true) = (prefix, came_or_went) {
                 match now {
                     Some(_) => self.ipv6_prefixes += 1,
                     None => self.ipv6_prefixes = self.ipv6_prefixes.saturating_sub(1),
