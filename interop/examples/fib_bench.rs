@@ -6,7 +6,9 @@
 //!
 //! Timing: tern and `ip -batch` until the last ACK; BIRD from `birdc enable` of a
 //! static protocol until a netlink listener in the namespace has seen the N-th route
-//! notification with BIRD's protocol. zebra gets its routes from bgpd, fed over BGP by
+//! notification with BIRD's protocol (the benchmark's `FibWatch`, which reads its
+//! socket in bursts every 2 ms: a listener woken for each notification slowed the
+//! kernel's installs by a fifth). zebra gets its routes from bgpd, fed over BGP by
 //! BIRD (staticd needs minutes to read 10k static routes, and sharpd is not packaged in
 //! Debian), and is timed from its first route notification to the N-th, which leaves
 //! BIRD's and bgpd's part out as far as it can be.
@@ -34,10 +36,10 @@ mod bench {
     use std::process::Command;
     use std::time::{Duration, Instant};
 
-    use futures::StreamExt;
     use ipnet::IpNet;
-    use tern_fib::linux::{watch_with_buffer, KernelEvent, LinuxFib};
+    use tern_fib::linux::LinuxFib;
     use tern_fib::{Fib, NextHop, Route, RouteChange, RouteKind};
+    use tern_interop::bench::measure::FibWatch;
     use tern_interop::netns::Netns;
     use tern_interop::process::Daemon;
 
@@ -85,7 +87,8 @@ mod bench {
 
     /// Starts `start` and returns the seconds until `n` notifications of routes with
     /// `protocol` were seen (added, or removed when `removing`), and the seconds from
-    /// the first of them to the last.
+    /// the first of them to the last. Counted by the benchmark's own watcher
+    /// ([`FibWatch`]), which reads in bursts so that it does not slow the kernel.
     fn time_until(
         ns: &Netns,
         protocol: u8,
@@ -93,44 +96,26 @@ mod bench {
         removing: bool,
         start: impl FnOnce() -> Res<()> + Send,
     ) -> Res<(f64, f64)> {
-        in_ns(ns, async move || {
-            // About 1 KiB of buffer per notification: room for the whole burst.
-            let mut events =
-                Box::pin(watch_with_buffer(n * 2048 + (16 << 20)).map_err(|e| e.to_string())?);
-            let t0 = Instant::now();
-            start()?;
-            let mut seen = 0;
-            let mut first = None;
-            while seen < n {
-                let e = tokio::time::timeout(Duration::from_secs(120), events.next())
-                    .await
-                    .map_err(|_| format!("only {seen} of {n} route notifications in 120 s"))?;
-                match e {
-                    Some(KernelEvent::RouteAdded { protocol: p, .. })
-                        if !removing && p == protocol =>
-                    {
-                        seen += 1
-                    }
-                    Some(KernelEvent::RouteRemoved { protocol: p, .. })
-                        if removing && p == protocol =>
-                    {
-                        seen += 1
-                    }
-                    Some(KernelEvent::RouteAdded { .. } | KernelEvent::RouteRemoved { .. }) => {
-                        continue
-                    }
-                    Some(KernelEvent::Lost) => return Err("notifications lost (overrun)".into()),
-                    Some(_) => {}
-                    None => return Err("notification stream ended".into()),
-                }
-                first.get_or_insert_with(Instant::now);
+        let watch = FibWatch::start(ns, protocol).map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        start()?;
+        loop {
+            let c = watch.get();
+            if c.lost {
+                return Err("notifications lost (overrun)".into());
             }
-            let last = Instant::now();
-            Ok((
-                (last - t0).as_secs_f64(),
-                first.map(|f| (last - f).as_secs_f64()).unwrap_or(0.0),
-            ))
-        })
+            let seen = if removing { c.removed } else { c.added };
+            if seen >= n as u64 {
+                let (Some(first), Some(last)) = (c.first, c.last) else {
+                    return Err("route notifications without a time".into());
+                };
+                return Ok(((last - t0).as_secs_f64(), (last - first).as_secs_f64()));
+            }
+            if t0.elapsed() > Duration::from_secs(120) {
+                return Err(format!("only {seen} of {n} route notifications in 120 s"));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     fn count(ns: &Netns, protocol: u8) -> Res<usize> {

@@ -33,7 +33,9 @@ use crate::{
 };
 
 pub use message::parse as parse_route;
-pub use watch::{watch, watch_ignoring_added, watch_with_buffer, KernelEvent, WATCH_RCVBUF};
+pub use watch::{
+    force_receive_buffer, watch, watch_ignoring_added, watch_with_buffer, KernelEvent, WATCH_RCVBUF,
+};
 
 /// Route messages per datagram.
 const BATCH: usize = 128;

@@ -138,11 +138,29 @@ fn drop_own_changes(protocol: u8, own_port: u32) -> Vec<libc::sock_filter> {
     p
 }
 
+/// Sets a netlink socket's receive buffer to `bytes` (capped at 2 GiB) with
+/// SO_RCVBUFFORCE, which (root / CAP_NET_ADMIN) lifts the `rmem_max` cap without
+/// changing the system setting. Returns false when the kernel refused.
+pub fn force_receive_buffer(socket: &impl AsRawFd, bytes: usize) -> bool {
+    let rcvbuf = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the fd belongs to `socket`, borrowed for the call; the option value is
+    // a c_int that outlives the call, and its size is passed exactly.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&rcvbuf as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
 fn watch_filtered(
     rcvbuf: usize,
     ignore: Option<(u8, u32)>,
 ) -> Result<impl Stream<Item = KernelEvent>, FibError> {
-    let rcvbuf = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
     let groups = [
         MulticastGroup::Ipv4Route,
         MulticastGroup::Ipv6Route,
@@ -157,20 +175,8 @@ fn watch_filtered(
             reason: e.to_string(),
         })?;
     let fd = conn.socket_mut().socket_mut().as_raw_fd();
-    // SO_RCVBUFFORCE (root / CAP_NET_ADMIN, which tern has) lifts the rmem_max cap
-    // without changing the system setting; on failure the default buffer stays and
-    // overruns are reported as `Lost`.
-    // SAFETY: fd is a live socket owned by `conn`; the option value is a c_int that
-    // outlives the call, and its size is passed exactly.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&rcvbuf as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    // On failure the default buffer stays and overruns are reported as `Lost`.
+    force_receive_buffer(conn.socket_mut().socket_mut(), rcvbuf);
     if let Some((protocol, own_port)) = ignore {
         let mut program = drop_own_changes(protocol, own_port);
         let prog = libc::sock_fprog {

@@ -2,13 +2,19 @@
 //! processes (from /proc), and its routes arriving in and leaving the kernel FIB (from
 //! netlink notifications in its namespace, counted by route protocol).
 
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use tern_fib::linux::{watch_with_buffer, KernelEvent};
-use tokio::sync::oneshot;
+use ipnet::IpNet;
+use rtnetlink::packet_core::{NetlinkBuffer, NlasIterator};
+use rtnetlink::packet_route::route::RouteHeader;
+use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use tern_fib::linux::force_receive_buffer;
 
 use crate::netns::Netns;
 use crate::{Error, Result};
@@ -64,7 +70,9 @@ pub struct FibCount {
     pub added: u64,
     /// Routes removed.
     pub removed: u64,
-    /// When the last of them arrived.
+    /// When the first of them was read.
+    pub first: Option<Instant>,
+    /// When the last of them was read (within [`DRAIN_EVERY`] of its arrival).
     pub last: Option<Instant>,
     /// The socket overran: counts are low.
     pub lost: bool,
@@ -75,82 +83,51 @@ pub struct FibCount {
 
 /// Counts the kernel's route notifications of one protocol in a namespace, from a
 /// thread of its own.
+///
+/// The thread reads its socket in bursts, every [`DRAIN_EVERY`], and sleeps in between
+/// rather than waiting on the socket: a waiting reader is woken by the kernel for each
+/// notification, on the CPU of the daemon that made the change, and it is read, parsed
+/// and counted in step with it. Waiting on a tokio stream of parsed events cost the
+/// daemon 22% of its install rate (`LinuxFib` adding 100,000 routes alone: 305k/s,
+/// with such a watcher in the namespace: 239k/s). Only the route groups are joined,
+/// and only a notification's header and destination are read.
 #[derive(Debug)]
 pub struct FibWatch {
     count: Arc<Mutex<FibCount>>,
-    stop: Option<oneshot::Sender<()>>,
+    stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
+
+/// How long the watcher sleeps between two reads of its socket: the error of the
+/// times it reports, at most.
+const DRAIN_EVERY: Duration = Duration::from_millis(2);
 
 impl FibWatch {
     /// Starts watching routes with `protocol` in `ns`; returns once subscribed.
     pub fn start(ns: &Netns, protocol: u8) -> Result<FibWatch> {
         let count = Arc::new(Mutex::new(FibCount::default()));
-        let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+        let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
         let ns = ns.name().to_string();
-        let c = count.clone();
+        let (c, halt) = (count.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("fib-watch".into())
             .spawn(move || {
-                let r = (|| {
-                    crate::netns::enter_thread(&ns).map_err(|e| e.to_string())?;
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| e.to_string())
-                })();
-                let rt = match r {
-                    Ok(rt) => rt,
+                let socket = match subscribe(&ns) {
+                    Ok(s) => s,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
-                rt.block_on(async move {
-                    // Room for a million notifications not yet read.
-                    let events = match watch_with_buffer(1 << 30) {
-                        Ok(e) => e,
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e.to_string()));
-                            return;
-                        }
-                    };
-                    let mut events = Box::pin(events);
-                    let _ = ready_tx.send(Ok(()));
-                    let mut present = std::collections::HashSet::new();
-                    loop {
-                        tokio::select! {
-                            _ = &mut stop_rx => break,
-                            e = events.next() => {
-                                let Some(e) = e else { break };
-                                let Ok(mut n) = c.lock() else { break };
-                                match e {
-                                    KernelEvent::RouteAdded { protocol: p, route } if p == protocol => {
-                                        n.added += 1;
-                                        n.last = Some(Instant::now());
-                                        present.insert(route.prefix);
-                                        n.installed = present.len() as u64;
-                                    }
-                                    KernelEvent::RouteRemoved { protocol: p, route } if p == protocol => {
-                                        n.removed += 1;
-                                        n.last = Some(Instant::now());
-                                        present.remove(&route.prefix);
-                                        n.installed = present.len() as u64;
-                                    }
-                                    KernelEvent::Lost => n.lost = true,
-                                    _ => {}
-                                }
-                            }
-                        }
-                    }
-                });
+                let _ = ready_tx.send(Ok(()));
+                drain_until(&socket, protocol, &c, &halt);
             })
             .map_err(|e| Error::Lab(format!("cannot start the FIB watcher: {e}")))?;
         match ready_rx.recv_timeout(Duration::from_secs(10)) {
             Ok(Ok(())) => Ok(FibWatch {
                 count,
-                stop: Some(stop_tx),
+                stop,
                 thread: Some(thread),
             }),
             Ok(Err(e)) => Err(Error::Lab(format!("FIB watcher: {e}"))),
@@ -182,11 +159,193 @@ impl FibProbe {
 
 impl Drop for FibWatch {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
+        self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A non-blocking netlink socket in namespace `ns` (entered by this thread), joined to
+/// the IPv4 and IPv6 route groups, with room for a million unread notifications.
+fn subscribe(ns: &str) -> std::result::Result<Socket, String> {
+    crate::netns::enter_thread(ns).map_err(|e| e.to_string())?;
+    let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| e.to_string())?;
+    let groups = libc::RTMGRP_IPV4_ROUTE | libc::RTMGRP_IPV6_ROUTE;
+    socket
+        .bind(&SocketAddr::new(0, groups as u32))
+        .map_err(|e| format!("joining the route groups: {e}"))?;
+    // About 1 KiB of buffer per notification.
+    if !force_receive_buffer(&socket, 1 << 30) {
+        return Err("cannot size the receive buffer (SO_RCVBUFFORCE)".into());
+    }
+    socket.set_non_blocking(true).map_err(|e| e.to_string())?;
+    Ok(socket)
+}
+
+/// Reads what arrived every [`DRAIN_EVERY`] until `stop`, counting into `count`.
+fn drain_until(socket: &Socket, protocol: u8, count: &Mutex<FibCount>, stop: &AtomicBool) {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut present = HashSet::new();
+    while !stop.load(Ordering::Relaxed) {
+        let (mut added, mut removed, mut lost) = (0u64, 0u64, false);
+        loop {
+            match socket.recv(&mut &mut buf[..], 0) {
+                Ok(n) => {
+                    for (new, prefix) in routes(buf.get(..n).unwrap_or_default(), protocol) {
+                        if new {
+                            added += 1;
+                            present.insert(prefix);
+                        } else {
+                            removed += 1;
+                            present.remove(&prefix);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                // ENOBUFS: the buffer overran and notifications were dropped.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => lost = true,
+                Err(_) => return,
+            }
+        }
+        if added + removed > 0 || lost {
+            let Ok(mut n) = count.lock() else { return };
+            n.added += added;
+            n.removed += removed;
+            n.lost |= lost;
+            if added + removed > 0 {
+                let now = Instant::now();
+                n.first.get_or_insert(now);
+                n.last = Some(now);
+            }
+            n.installed = present.len() as u64;
+        }
+        std::thread::sleep(DRAIN_EVERY);
+    }
+}
+
+/// The route notifications of `protocol` in one datagram: added (or replaced) or
+/// removed, and the destination. Only the headers and the destination attribute are
+/// read, without copying.
+fn routes(datagram: &[u8], protocol: u8) -> Vec<(bool, IpNet)> {
+    let mut out = Vec::new();
+    let mut rest = datagram;
+    while let Ok(m) = NetlinkBuffer::new_checked(rest) {
+        let len = (m.length() as usize + 3) & !3;
+        let new = match m.message_type() {
+            libc::RTM_NEWROUTE => Some(true),
+            libc::RTM_DELROUTE => Some(false),
+            _ => None,
+        };
+        if let Some(route) = new.and_then(|new| Some((new, destination(m.payload(), protocol)?))) {
+            out.push(route);
+        }
+        match rest.get(len.max(1)..) {
+            Some(r) if !r.is_empty() => rest = r,
+            _ => break,
+        }
+    }
+    out
+}
+
+/// Bytes of `struct rtmsg`, before a route message's attributes.
+const ROUTE_HEADER_LEN: usize = 12;
+
+/// A route message's destination, when its protocol is `protocol`.
+fn destination(payload: &[u8], protocol: u8) -> Option<IpNet> {
+    let header = RouteHeader::parse(payload).ok()?;
+    if u8::from(header.protocol) != protocol {
+        return None;
+    }
+    let len = header.destination_prefix_length;
+    let v4 = |b: &[u8]| {
+        <[u8; 4]>::try_from(b)
+            .ok()
+            .map(|a| IpAddr::from(Ipv4Addr::from(a)))
+    };
+    let v6 = |b: &[u8]| {
+        <[u8; 16]>::try_from(b)
+            .ok()
+            .map(|a| IpAddr::from(Ipv6Addr::from(a)))
+    };
+    // No destination attribute: a default route.
+    let mut addr = match header.address_family {
+        AddressFamily::Inet => IpAddr::from(Ipv4Addr::UNSPECIFIED),
+        AddressFamily::Inet6 => IpAddr::from(Ipv6Addr::UNSPECIFIED),
+        _ => return None,
+    };
+    for nla in NlasIterator::new(payload.get(ROUTE_HEADER_LEN..)?) {
+        let nla = nla.ok()?;
+        if nla.kind() == libc::RTA_DST {
+            addr = if addr.is_ipv4() {
+                v4(nla.value())?
+            } else {
+                v6(nla.value())?
+            };
+        }
+    }
+    IpNet::new(addr, len).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtnetlink::packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
+    use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+
+    /// One route notification as the kernel sends it, serialized.
+    fn notification(new: bool, prefix: &str, protocol: u8) -> Vec<u8> {
+        let net: IpNet = prefix.parse().unwrap_or_else(|e| panic!("{e}"));
+        let mut m = RouteMessage::default();
+        m.header.address_family = match net {
+            IpNet::V4(_) => AddressFamily::Inet,
+            IpNet::V6(_) => AddressFamily::Inet6,
+        };
+        m.header.destination_prefix_length = net.prefix_len();
+        m.header.protocol = protocol.into();
+        if net.prefix_len() > 0 {
+            m.attributes
+                .push(RouteAttribute::Destination(RouteAddress::from(net.addr())));
+        }
+        m.attributes.push(RouteAttribute::Oif(2));
+        let inner = if new {
+            RouteNetlinkMessage::NewRoute(m)
+        } else {
+            RouteNetlinkMessage::DelRoute(m)
+        };
+        let mut n = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::from(inner));
+        n.finalize();
+        let mut buf = vec![0; n.buffer_len()];
+        n.serialize(&mut buf);
+        buf
+    }
+
+    #[test]
+    fn reads_the_destination_and_verb_of_the_protocols_route_notifications() {
+        let net = |s: &str| s.parse::<IpNet>().unwrap_or_else(|e| panic!("{e}"));
+        // Several messages in one datagram, as a dump would bring them: each counts,
+        // another protocol's routes do not.
+        let mut datagram = notification(true, "198.18.0.1/32", 201);
+        datagram.extend(notification(true, "198.18.0.2/32", 12));
+        datagram.extend(notification(false, "2001:db8::/64", 201));
+        datagram.extend(notification(true, "0.0.0.0/0", 201));
+        assert_eq!(
+            routes(&datagram, 201),
+            vec![
+                (true, net("198.18.0.1/32")),
+                (false, net("2001:db8::/64")),
+                (true, net("0.0.0.0/0")),
+            ]
+        );
+        assert_eq!(routes(&datagram, 12), vec![(true, net("198.18.0.2/32"))]);
+        // Cut short or garbage: what is whole is read, nothing panics.
+        let whole = notification(true, "198.18.0.3/32", 201);
+        assert_eq!(
+            routes(whole.get(..whole.len() - 4).unwrap_or_default(), 201),
+            vec![]
+        );
+        assert_eq!(routes(&[0xff; 40], 201), vec![]);
+        assert_eq!(routes(&[], 201), vec![]);
     }
 }
