@@ -122,8 +122,8 @@ impl<B: Backend> Task<B> {
     /// `p`'s share of the tally as things are now; take it before a change to `p` and
     /// pass it to [`Self::counted`] after.
     pub(super) fn share(&self, p: &IpNet) -> Share {
-        if self.table.installed_as_wanted(p) {
-            return [1, 0, 0];
+        if let Some(s) = self.table.quick_share(p) {
+            return s;
         }
         share(self.table.want(p).as_ref(), self.table.kernel(p).as_ref())
     }

@@ -88,6 +88,19 @@ impl Table {
         self.installed_as_wanted(p) || self.others.contains_key(p)
     }
 
+    /// `p`'s share of the counts (installed, missing, unexpected), when one look-up
+    /// tells: the kernel has the wanted route, or no kernel route differs from a
+    /// wanted one (nearly always), so the wanted route's marker says it all. `None`:
+    /// compare the routes.
+    pub(crate) fn quick_share(&self, p: &IpNet) -> Option<[usize; 3]> {
+        match self.wanted.get(p) {
+            Some(w) if w.in_kernel() => Some([1, 0, 0]),
+            _ if !self.others.is_empty() => None,
+            Some(_) => Some([0, 1, 0]),
+            None => Some([0, 0, 0]),
+        }
+    }
+
     /// Whether the kernel has exactly the wanted route of `p`.
     pub(crate) fn installed_as_wanted(&self, p: &IpNet) -> bool {
         self.wanted.get(p).is_some_and(|w| w.in_kernel())
@@ -271,6 +284,46 @@ mod tests {
         t.kernel_remove(&p);
         assert_eq!((t.kernel_len(), t.in_kernel(&p)), (0, false));
         assert_eq!(t.kinds(), 0, "no wanted route holds a kind any more");
+    }
+
+    /// The one-look-up share agrees with comparing the routes, in every state a
+    /// prefix can be in, with and without another prefix's differing kernel route.
+    #[test]
+    fn the_quick_share_agrees_with_comparing_the_routes() {
+        let a = route("198.18.0.0/26", "203.0.113.1");
+        let b = route("198.18.0.0/26", "203.0.113.2");
+        let p = a.prefix;
+        let elsewhere = route("198.18.1.0/26", "203.0.113.9");
+        let full = |t: &Table| match (t.want(&p), t.kernel(&p)) {
+            (Some(w), Some(k)) if crate::reconcile::same(&w, &k) => [1, 0, 0],
+            (Some(_), _) => [0, 1, 0],
+            (None, Some(_)) => [0, 0, 1],
+            (None, None) => [0, 0, 0],
+        };
+        let mut quick_answers = 0;
+        for other in [false, true] {
+            for want in [None, Some(&a)] {
+                for kernel in [None, Some(&a), Some(&b)] {
+                    let mut t = Table::from_kernel(kernel.cloned().into_iter().collect());
+                    if other {
+                        t.kernel_put(elsewhere.clone());
+                    }
+                    t.set_want(p, want.cloned());
+                    let quick = t.quick_share(&p);
+                    if let Some(q) = quick {
+                        quick_answers += 1;
+                        assert_eq!(
+                            q,
+                            full(&t),
+                            "want {want:?}, kernel {kernel:?}, other {other}"
+                        );
+                    }
+                    // Without other differing routes, one look-up always tells.
+                    assert!(quick.is_some() || !t.others.is_empty());
+                }
+            }
+        }
+        assert!(quick_answers >= 4);
     }
 
     #[test]
