@@ -509,8 +509,10 @@ impl Rib {
     /// best path and ECMP set are what they were gives none (a new runner-up that only
     /// changes the recorded reason is stored without a change event).
     fn recompute(&mut self, mut touched: Touched) -> Vec<BestChange> {
-        // Stable: the first entry of a prefix, kept by dedup, is its state before.
-        touched.sort_by_key(|(p, _)| *p);
+        // Stable: the first entry of a prefix, kept by dedup, is its state before. By
+        // `Key` (integers), not by `IpNet` (`memcmp` per comparison): sorting each
+        // UPDATE's prefixes that way was a quarter of the CPU of 100,000 IPv4 routes.
+        touched.sort_by_key(|(p, _)| Key::from(*p));
         touched.dedup_by_key(|(p, _)| *p);
         let mut changes = Vec::with_capacity(touched.len());
         for (prefix, before) in touched {
