@@ -9,6 +9,7 @@
 //! until the source says its table is complete ([`Routes::Converged`]; for BGP, when
 //! our graceful restart is over). The task publishes whether that grace still runs.
 
+mod batch;
 mod counts;
 mod intake;
 mod news;
@@ -33,17 +34,15 @@ use ipnet::IpNet;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use table::{Receipt, Table};
+use table::Table;
 
 use crate::diag::{Finding, PeerFacts, Resolution};
-use crate::reconcile::{self, repair, settle, tunnel, Refusals, Sent, Unwanted, TUNNEL_DEVICE};
-use crate::{ApplyReport, Fib, FibError, Route, RouteChange, RouteFailure};
+use crate::reconcile::{self, repair, tunnel, Refusals, TUNNEL_DEVICE};
+use crate::{ApplyReport, Fib, FibError, Route, RouteChange};
 
 /// How often routes the kernel refused are tried again (an interface or an address
 /// may have come back since).
 pub const RETRY: Duration = Duration::from_secs(10);
-/// New refusals logged one by one per batch; the rest are counted in one line.
-const REFUSALS_LOGGED: usize = 10;
 /// Least time between two re-reads of the kernel's routes.
 const RESYNC_GAP: Duration = Duration::from_secs(1);
 
@@ -426,101 +425,6 @@ impl<B: Backend> Task<B> {
                 None
             }
         };
-    }
-
-    /// Records a refusal, logging it once (and again only if the reason changes).
-    /// Records what the kernel refused in one batch. The first few new refusals are
-    /// logged one by one, the rest in one line: a kernel refusing a whole table (a
-    /// gateway off every link) must not cost a formatted log line per route.
-    fn refused(&mut self, failures: Vec<RouteFailure>) {
-        let mut logged = 0;
-        let mut more = 0usize;
-        for f in failures {
-            let shown = (logged < REFUSALS_LOGGED).then(|| (f.prefix, f.change, f.reason.clone()));
-            if self.refusals.record(f) {
-                match shown {
-                    Some((prefix, change, reason)) => {
-                        logged += 1;
-                        tracing::warn!(prefix = %prefix, "the kernel refused to {change} the route: {reason}");
-                    }
-                    None => more += 1,
-                }
-            }
-        }
-        if more > 0 {
-            tracing::warn!(
-                "the kernel refused {more} more routes in this batch (`tern fib` lists them)"
-            );
-        }
-    }
-
-    /// Brings the kernel in line with `wanted` for `prefixes`. One batch, however
-    /// large: the backend pipelines it (planned and sent in pieces of 16,384
-    /// prefixes, 100,000 routes took 0.07 s longer to install).
-    async fn sync(&mut self, prefixes: &[IpNet]) {
-        self.find_tunnel(prefixes).await;
-        let unwanted = if self.grace {
-            Unwanted::KeepOnly(&self.adopted)
-        } else {
-            Unwanted::Delete
-        };
-        let table = &self.table;
-        let plan = reconcile::plan(
-            prefixes,
-            |p| table.want(p),
-            |p| table.kernel(p),
-            unwanted,
-            self.tunnel,
-        );
-        for p in &plan.settled {
-            self.refusals.clear(p);
-        }
-        self.refused(plan.refused);
-        self.apply(plan.changes).await;
-    }
-
-    /// Sends `changes` to the kernel and records what it did.
-    async fn apply(&mut self, changes: Vec<RouteChange>) {
-        if changes.is_empty() {
-            return;
-        }
-        let t0 = std::time::Instant::now();
-        let n = changes.len();
-        // What each change does, kept instead of a copy of the changes (the backend
-        // takes those): a whole table's changes copied was 20 MB more at the peak
-        // of 100,000 routes. A route sent as wanted is noted as such, without a copy.
-        let receipts: Vec<Receipt> = changes
-            .iter()
-            .map(|c| Receipt::of(c, &self.table))
-            .collect();
-        let report = self.backend.apply(changes).await;
-        self.last_apply = t0.elapsed();
-        self.durations.observe(self.last_apply);
-        tracing::debug!(
-            changes = n,
-            seconds = self.last_apply.as_secs_f64(),
-            "kernel batch applied"
-        );
-        let settled = settle(receipts, report);
-        for c in settled.done {
-            let p = Sent::prefix(&c);
-            let before = self.share(&p);
-            // A delete clears a refusal too (the route is no longer wanted), but
-            // only a put is the kernel taking what it refused.
-            if self.refusals.clear(&p) && !c.is_delete() {
-                tracing::info!(prefix = %p, "the kernel accepted the route it refused before");
-            }
-            match c {
-                Receipt::Put(p, None) => self.table.kernel_put_as_wanted(p),
-                Receipt::Put(_, Some(r)) => self.table.kernel_put(*r),
-                Receipt::Delete(p) => self.table.kernel_remove(&p),
-            }
-            self.counted(&p, before);
-        }
-        // After the done ones: a metric change's delete, done, must not clear the
-        // refusal of its add.
-        self.refused(settled.refused);
-        self.unreleased += n;
     }
 
     /// Re-reads tern's routes from the kernel and brings it back in line: wanted routes

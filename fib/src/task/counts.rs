@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use super::table::Table;
 use super::{Backend, Task};
 use crate::reconcile::same;
 use crate::Route;
@@ -104,9 +105,17 @@ fn share(wanted: Option<&Route>, kernel: Option<&Route>) -> Share {
     }
 }
 
+/// `p`'s share of the tally in `table` as things are now.
+pub(super) fn share_in(table: &Table, p: &IpNet) -> Share {
+    if let Some(s) = table.quick_share(p) {
+        return s;
+    }
+    share(table.want(p).as_ref(), table.kernel(p).as_ref())
+}
+
 impl Tally {
     /// Replaces a prefix's old share by its new one.
-    fn shift(&mut self, old: Share, new: Share) {
+    pub(super) fn shift(&mut self, old: Share, new: Share) {
         let [i, m, u] = old;
         self.installed = self.installed.saturating_sub(i);
         self.missing = self.missing.saturating_sub(m);
@@ -122,10 +131,7 @@ impl<B: Backend> Task<B> {
     /// `p`'s share of the tally as things are now; take it before a change to `p` and
     /// pass it to [`Self::counted`] after.
     pub(super) fn share(&self, p: &IpNet) -> Share {
-        if let Some(s) = self.table.quick_share(p) {
-            return s;
-        }
-        share(self.table.want(p).as_ref(), self.table.kernel(p).as_ref())
+        share_in(&self.table, p)
     }
 
     /// Accounts for a change to `p` whose share was `before`.

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use futures::FutureExt;
 
+use super::batch::{PLAN_PIECE, REFUSALS_LOGGED};
 use super::*;
 use crate::memory::MemoryFib;
 use crate::{ApplyReport, FibError, Interface, Neighbour, NextHop, RouteKind};
@@ -18,7 +19,15 @@ struct Shared(Arc<Mutex<MemoryFib>>, Arc<std::sync::atomic::AtomicUsize>);
 
 impl Fib for Shared {
     fn apply(&mut self, changes: Vec<RouteChange>) -> impl Future<Output = ApplyReport> + Send {
-        ready(self.0.lock().unwrap().apply_now(changes))
+        let report = self.0.lock().unwrap().apply_now(changes);
+        // Answered a little later, as a kernel is: the task then works on the next
+        // piece of a large batch while this one is in flight.
+        async move {
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            report
+        }
     }
     fn own_routes(&mut self) -> impl Future<Output = Result<Vec<Route>, FibError>> + Send {
         self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -288,6 +297,75 @@ async fn every_route_of_a_refused_batch_is_recorded() {
         (report.refused_by_system, report.refused_by_tern),
         (3 * REFUSALS_LOGGED, 0),
         "{report:?}"
+    );
+}
+
+/// A table of several pieces (planned while the previous piece is in flight): every
+/// route reaches the kernel once, refusals in any piece are recorded, the counts
+/// agree with a recount, and changes to it later go through the same way.
+#[tokio::test(start_paused = true)]
+async fn a_table_of_several_pieces_is_installed_refused_and_counted_as_one() {
+    let kernel = Shared::default();
+    kernel.0.lock().unwrap().set_interfaces(eth0(&[]));
+    // One route found at start, as wanted later: adopted, never sent.
+    let adopted = blackhole("198.19.0.0/32");
+    kernel
+        .0
+        .lock()
+        .unwrap()
+        .apply_now(vec![RouteChange::Add(adopted.clone())]);
+    let h = start(kernel);
+    let n = 2 * PLAN_PIECE + 100;
+    // Every 1000th route goes through a gateway on no link: the kernel refuses it.
+    let route = |i: usize| {
+        let p = format!("198.18.{}.{}/32", i / 256, i % 256);
+        if i % 1000 == 999 {
+            via(&p, "203.0.113.1", false)
+        } else {
+            blackhole(&p)
+        }
+    };
+    let mut table: Vec<_> = (0..n).map(|i| (route(i).prefix, Some(route(i)))).collect();
+    table.push((adopted.prefix, Some(adopted.clone())));
+    h.routes.send(Routes::Want(table)).await.unwrap();
+    let refused = n / 1000;
+    let report = h.report().await;
+    assert_eq!(report.installed.len(), n + 1 - refused);
+    assert_eq!(report.missing.len(), refused);
+    let (tx, rx) = oneshot::channel();
+    h.commands.send(FibMsg::Counts(tx)).await.unwrap();
+    let counts = rx.await.unwrap();
+    assert_eq!(
+        (counts.installed, counts.missing, counts.unexpected),
+        (n + 1 - refused, refused, 0)
+    );
+    assert_eq!(counts.refused_by_system, refused);
+    let sent = h.history();
+    // The history holds what the kernel took: the route added before the start, and
+    // each route once (the adopted one never, the refused ones not).
+    assert_eq!(sent.len(), 1 + n - refused, "each route sent once");
+    // Later: a withdrawal and a change in every piece.
+    let later: Vec<_> = (0..n)
+        .step_by(5000)
+        .map(|i| {
+            let r = route(i);
+            match i % 10000 {
+                0 => (r.prefix, None),
+                _ => (r.prefix, Some(Route { metric: 5, ..r })),
+            }
+        })
+        .collect();
+    let (gone, moved) = (
+        later.iter().filter(|(_, r)| r.is_none()).count(),
+        later.len(),
+    );
+    h.routes.send(Routes::Want(later)).await.unwrap();
+    let report = h.report().await;
+    assert_eq!(report.installed.len(), n + 1 - refused - gone);
+    assert!(report.unexpected.is_empty(), "{report:?}");
+    assert!(
+        h.history().len() > sent.len() + moved,
+        "withdrawn and re-metricked"
     );
 }
 
