@@ -12,6 +12,7 @@
 //! piece is planned from, and its outcome recorded into, the entries of its own
 //! prefixes only. What they change lives in [`Books`], apart from the backend.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
@@ -53,14 +54,22 @@ pub(super) struct Books<'a> {
 impl<B: Backend> Task<B> {
     /// The parts [`Books`] changes.
     fn books(&mut self) -> Books<'_> {
-        Books {
+        self.parts().1
+    }
+
+    /// The task in the parts a flight borrows apart: the backend, the books, and what
+    /// planning reads besides the table (the grace rule, the tunnel's index).
+    fn parts(&mut self) -> (&mut B, Books<'_>, Unwanted<'_>, Option<u32>) {
+        let books = Books {
             table: &mut self.table,
             refusals: &mut self.refusals,
             tally: &mut self.tally,
             durations: &mut self.durations,
             last_apply: &mut self.last_apply,
             unreleased: &mut self.unreleased,
-        }
+        };
+        let unwanted = unwanted(self.grace, &self.adopted);
+        (&mut self.backend, books, unwanted, self.tunnel)
     }
 
     /// Brings the kernel in line with `wanted` for `prefixes` (sorted, each once), in
@@ -94,27 +103,7 @@ impl<B: Backend> Task<B> {
         outcome: Option<(Sending, ApplyReport)>,
         next: Option<&[IpNet]>,
     ) -> (ApplyReport, Option<PrefixPlan>) {
-        let Task {
-            backend,
-            table,
-            refusals,
-            tally,
-            durations,
-            last_apply,
-            unreleased,
-            adopted,
-            grace,
-            tunnel,
-            ..
-        } = self;
-        let mut books = Books {
-            table,
-            refusals,
-            tally,
-            durations,
-            last_apply,
-            unreleased,
-        };
+        let (backend, mut books, unwanted, tunnel) = self.parts();
         let apply = backend.apply(changes);
         tokio::pin!(apply);
         let mut report = None;
@@ -142,11 +131,6 @@ impl<B: Backend> Task<B> {
         }
         let plan = match next {
             Some(piece) => {
-                let unwanted = if *grace {
-                    Unwanted::KeepOnly(adopted)
-                } else {
-                    Unwanted::Delete
-                };
                 let mut plan = PrefixPlan::default();
                 for slice in piece.chunks(POLL_EVERY) {
                     let p = reconcile::plan(
@@ -154,7 +138,7 @@ impl<B: Backend> Task<B> {
                         |p| books.table.want(p),
                         |p| books.table.kernel(p),
                         unwanted,
-                        *tunnel,
+                        tunnel,
                     );
                     plan.changes.extend(p.changes);
                     plan.refused.extend(p.refused);
@@ -174,17 +158,12 @@ impl<B: Backend> Task<B> {
 
     /// The plan for `prefixes` (not yet taken, see [`Books::take`]).
     fn plan(&self, prefixes: &[IpNet]) -> PrefixPlan {
-        let unwanted = if self.grace {
-            Unwanted::KeepOnly(&self.adopted)
-        } else {
-            Unwanted::Delete
-        };
         let table = &self.table;
         reconcile::plan(
             prefixes,
             |p| table.want(p),
             |p| table.kernel(p),
-            unwanted,
+            unwanted(self.grace, &self.adopted),
             self.tunnel,
         )
     }
@@ -210,6 +189,15 @@ impl<B: Backend> Task<B> {
                 .collect(),
             since: std::time::Instant::now(),
         }
+    }
+}
+
+/// Which unwanted routes the restart grace keeps: while it runs, those found at start.
+fn unwanted(grace: bool, adopted: &BTreeSet<IpNet>) -> Unwanted<'_> {
+    if grace {
+        Unwanted::KeepOnly(adopted)
+    } else {
+        Unwanted::Delete
     }
 }
 

@@ -4,8 +4,8 @@
 //! What a route is besides its prefix (next hops, metric, table) is the same for
 //! nearly every route of one peer, so it is kept once as a numbered [`Class`], and a
 //! wanted route is its class number with one bit for "the kernel has exactly this".
-//! IPv4 and IPv6 prefixes live in two maps, keyed by `Ipv4Net` (5 bytes) and `Ipv6Net`
-//! (17) instead of `IpNet` (18 for both). With the interned kind `Arc`, a metric and a
+//! IPv4 and IPv6 prefixes live in two maps, keyed by 5 and 17 bytes (an integer
+//! [`Key`] made from `Ipv4Net` and `Ipv6Net`) instead of `IpNet` (18 for both). With the interned kind `Arc`, a metric and a
 //! table beside every `IpNet` key, the map was about 80 bytes per route at 100,000
 //! routes, more than the RIB's whole entry; now about 20 for IPv4 (docs/benchmarks.md).
 

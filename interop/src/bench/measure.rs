@@ -205,7 +205,13 @@ fn drain_until(socket: &Socket, protocol: u8, count: &Mutex<FibCount>, stop: &At
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 // ENOBUFS: the buffer overran and notifications were dropped.
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => lost = true,
-                Err(_) => return,
+                // Any other error ends the watch: what was counted says so.
+                Err(_) => {
+                    if let Ok(mut n) = count.lock() {
+                        n.lost = true;
+                    }
+                    return;
+                }
             }
         }
         if added + removed > 0 || lost {
