@@ -247,6 +247,7 @@ impl Run {
             Output::Event(e) => {
                 let _ = writeln!(out, "  event {}", event(e));
             }
+            Output::Packed => out.push_str("  packed\n"),
             Output::Timer { id, at } => {
                 let id = match id {
                     TimerId::Deferral => "deferral".to_string(),

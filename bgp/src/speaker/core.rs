@@ -117,6 +117,9 @@ pub enum Output {
     Rib(RibNews),
     /// An event for the owner.
     Event(SpeakerEvent),
+    /// The Loc-RIB's table was packed (`core/pack.rs`): the memory its old nodes held
+    /// is free, for the driver to give back to the system.
+    Packed,
     /// Arm timer `id` for `at`, or cancel it (`None`).
     Timer {
         /// Which.

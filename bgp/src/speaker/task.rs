@@ -194,14 +194,7 @@ impl Driver {
                 }
                 () = sleep_until(next), if next.is_some() => {
                     if let Some((_, id)) = self.timers.pop_first() {
-                        let unpacked = self.core.unpacked();
                         self.input(Input::Timer(id)).await;
-                        if unpacked > 0 && self.core.unpacked() == 0 {
-                            // The table was packed: its old nodes' pages go back.
-                            if let Some(release) = RELEASE_FREED.get() {
-                                release();
-                            }
-                        }
                     }
                 }
                 Some(done) = self.writable.join_next(), if !self.writable.is_empty() => {
@@ -347,6 +340,12 @@ impl Driver {
                     }
                 }
                 Output::Rib(news) => self.rib(news).await,
+                // The table's old nodes' pages go back to the system.
+                Output::Packed => {
+                    if let Some(release) = RELEASE_FREED.get() {
+                        release();
+                    }
+                }
                 Output::Event(e) => {
                     let _ = self.events.send(e).await;
                 }

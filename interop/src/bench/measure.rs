@@ -233,25 +233,24 @@ fn drain_until(socket: &Socket, protocol: u8, count: &Mutex<FibCount>, stop: &At
 /// The route notifications of `protocol` in one datagram: added (or replaced) or
 /// removed, and the destination. Only the headers and the destination attribute are
 /// read, without copying.
-fn routes(datagram: &[u8], protocol: u8) -> Vec<(bool, IpNet)> {
-    let mut out = Vec::new();
-    let mut rest = datagram;
-    while let Ok(m) = NetlinkBuffer::new_checked(rest) {
+fn routes(datagram: &[u8], protocol: u8) -> impl Iterator<Item = (bool, IpNet)> + '_ {
+    let mut rest = Some(datagram);
+    let messages = std::iter::from_fn(move || {
+        let m = NetlinkBuffer::new_checked(rest?).ok()?;
         let len = (m.length() as usize + 3) & !3;
-        let new = match m.message_type() {
-            libc::RTM_NEWROUTE => Some(true),
-            libc::RTM_DELROUTE => Some(false),
-            _ => None,
+        rest = rest
+            .and_then(|r| r.get(len.max(1)..))
+            .filter(|r| !r.is_empty());
+        Some((m.message_type(), m.payload()))
+    });
+    messages.filter_map(move |(kind, payload)| {
+        let new = match kind {
+            libc::RTM_NEWROUTE => true,
+            libc::RTM_DELROUTE => false,
+            _ => return None,
         };
-        if let Some(route) = new.and_then(|new| Some((new, destination(m.payload(), protocol)?))) {
-            out.push(route);
-        }
-        match rest.get(len.max(1)..) {
-            Some(r) if !r.is_empty() => rest = r,
-            _ => break,
-        }
-    }
-    out
+        Some((new, destination(payload, protocol)?))
+    })
 }
 
 /// Bytes of `struct rtmsg`, before a route message's attributes.
@@ -337,21 +336,24 @@ mod tests {
         datagram.extend(notification(false, "2001:db8::/64", 201));
         datagram.extend(notification(true, "0.0.0.0/0", 201));
         assert_eq!(
-            routes(&datagram, 201),
+            routes(&datagram, 201).collect::<Vec<_>>(),
             vec![
                 (true, net("198.18.0.1/32")),
                 (false, net("2001:db8::/64")),
                 (true, net("0.0.0.0/0")),
             ]
         );
-        assert_eq!(routes(&datagram, 12), vec![(true, net("198.18.0.2/32"))]);
+        assert_eq!(
+            routes(&datagram, 12).collect::<Vec<_>>(),
+            vec![(true, net("198.18.0.2/32"))]
+        );
         // Cut short or garbage: what is whole is read, nothing panics.
         let whole = notification(true, "198.18.0.3/32", 201);
         assert_eq!(
-            routes(whole.get(..whole.len() - 4).unwrap_or_default(), 201),
+            routes(whole.get(..whole.len() - 4).unwrap_or_default(), 201).collect::<Vec<_>>(),
             vec![]
         );
-        assert_eq!(routes(&[0xff; 40], 201), vec![]);
-        assert_eq!(routes(&[], 201), vec![]);
+        assert_eq!(routes(&[0xff; 40], 201).count(), 0);
+        assert_eq!(routes(&[], 201).count(), 0);
     }
 }

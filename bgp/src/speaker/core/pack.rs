@@ -46,6 +46,7 @@ impl Speaker {
         }
         if self.rib.unpacked() >= PACK_AFTER {
             self.rib.pack();
+            self.out.push(Output::Packed);
         }
         self.packing.seen = self.rib.unpacked();
     }
