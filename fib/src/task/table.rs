@@ -4,20 +4,21 @@
 //! A wanted route is kept compact ([`super::wanted`]): a class number (next hops,
 //! metric and table, shared by the routes of one peer) and whether the kernel has
 //! exactly this route (nearly always, once installed), about 20 bytes with its prefix.
-//! Only a kernel route that differs from the wanted one (found at start, sent with the
-//! tunnel device filled in, or no longer wanted) is kept whole, in a second map. Two
-//! full maps of `Route`s, each with its own next-hop list on the heap, cost about 220
-//! bytes per route, more than the RIB (docs/benchmarks.md).
+//! A kernel route that differs from the wanted one (found at start, sent with the
+//! tunnel device filled in, or no longer wanted) is kept in a second map the same
+//! way, as its class number. Two full maps of `Route`s, each with its own next-hop
+//! list on the heap, cost about 220 bytes per route, more than the RIB
+//! (docs/benchmarks.md); and when a peer's whole table went, every route waiting to
+//! be deleted was a whole `Route` in the second map again (11 MB at 100,000 routes,
+//! more than the table had taken).
 //!
 //! The one rule that keeps the marker true: a wanted route that changes while the
 //! kernel has the old one leaves the old one in the second map ([`Table::set_want`]).
 //! A kernel batch updates the table from [`Receipt`]s.
 
-use std::collections::BTreeMap;
-
 use ipnet::IpNet;
 
-use super::wanted::{Class, Classes, Want, Wanted};
+use super::wanted::{ByPrefix, Class, Classes, Want, Wanted};
 use crate::reconcile::Sent;
 use crate::{Route, RouteChange};
 
@@ -25,8 +26,8 @@ use crate::{Route, RouteChange};
 #[derive(Debug, Default)]
 pub(crate) struct Table {
     wanted: Wanted,
-    /// Kernel routes other than the wanted route of their prefix.
-    others: BTreeMap<IpNet, Route>,
+    /// Kernel routes other than the wanted route of their prefix, by class number.
+    others: ByPrefix<u32>,
     /// What the wanted routes are besides their prefixes, each distinct one once.
     classes: Classes,
 }
@@ -34,10 +35,33 @@ pub(crate) struct Table {
 impl Table {
     /// A table of routes read from the kernel (none wanted yet).
     pub(crate) fn from_kernel(routes: Vec<Route>) -> Table {
-        Table {
-            others: routes.into_iter().map(|r| (r.prefix, r)).collect(),
-            ..Table::default()
+        let mut t = Table::default();
+        for r in routes {
+            t.put_other(r);
         }
+        t
+    }
+
+    /// The kernel has `r`, which is not the wanted route of its prefix.
+    fn put_other(&mut self, r: Route) {
+        let p = r.prefix;
+        let n = self.classes.take(Class::of(r));
+        if let Some(old) = self.others.insert(p, n) {
+            self.classes.release(old);
+        }
+    }
+
+    /// The kernel no longer has a route other than the wanted one for `p`.
+    fn remove_other(&mut self, p: &IpNet) {
+        if let Some(n) = self.others.remove(p) {
+            self.classes.release(n);
+        }
+    }
+
+    /// The kernel route of `p` other than the wanted one.
+    fn other(&self, p: &IpNet) -> Option<Route> {
+        let n = self.others.get(p)?;
+        self.classes.get(n).map(|c| c.route(*p))
     }
 
     /// The route `w` of `p`.
@@ -79,13 +103,13 @@ impl Table {
     pub(crate) fn kernel(&self, p: &IpNet) -> Option<Route> {
         match self.wanted.get(p) {
             Some(w) if w.in_kernel() => self.route(*p, w),
-            _ => self.others.get(p).cloned(),
+            _ => self.other(p),
         }
     }
 
     /// Whether the kernel has a route of ours for `p`.
     pub(crate) fn in_kernel(&self, p: &IpNet) -> bool {
-        self.installed_as_wanted(p) || self.others.contains_key(p)
+        self.installed_as_wanted(p) || self.others.get(p).is_some()
     }
 
     /// `p`'s share of the counts (installed, missing, unexpected), when one look-up
@@ -114,13 +138,19 @@ impl Table {
             .iter()
             .filter(|(_, w)| w.in_kernel())
             .filter_map(|(p, w)| self.route(p, w));
-        as_wanted.chain(self.others.values().cloned())
+        let others = self
+            .others
+            .iter()
+            .filter_map(|(p, n)| self.classes.get(n).map(|c| c.route(p)));
+        as_wanted.chain(others)
     }
 
     /// Every prefix the kernel has a route of ours for (as in [`Self::kernel_routes`]).
     pub(crate) fn kernel_prefixes(&self) -> impl Iterator<Item = IpNet> + '_ {
         let as_wanted = self.wanted.iter().filter(|(_, w)| w.in_kernel());
-        as_wanted.map(|(p, _)| p).chain(self.others.keys().copied())
+        as_wanted
+            .map(|(p, _)| p)
+            .chain(self.others.iter().map(|(p, _)| p))
     }
 
     /// How many routes of ours the kernel has.
@@ -136,23 +166,32 @@ impl Table {
         let old = self.wanted.remove(&p);
         let old_route = old.and_then(|w| self.route(p, w));
         let mut in_kernel = false;
+        // The old wanted route's class number goes with it, to the new wanted route or
+        // to the second map, or is let go.
+        let mut release = old.map(Want::class);
         if let (Some(w), Some(r)) = (old, &old_route) {
             if w.in_kernel() && now.as_ref() == Some(r) {
                 in_kernel = true;
             } else if w.in_kernel() {
-                self.others.insert(p, r.clone());
+                if let Some(gone) = self.others.insert(p, w.class()) {
+                    self.classes.release(gone);
+                }
+                release = None;
             }
         }
         if let Some(r) = now {
-            if self.others.get(&p) == Some(&r) {
-                self.others.remove(&p);
-                in_kernel = true;
-            }
-            let class = self.classes.take(Class::of(r));
+            let class = match self.others.get(&p) {
+                Some(n) if self.classes.get(n).is_some_and(|c| c.is(&r)) => {
+                    self.others.remove(&p);
+                    in_kernel = true;
+                    n
+                }
+                _ => self.classes.take(Class::of(r)),
+            };
             self.wanted.insert(p, Want::new(class, in_kernel));
         }
-        if let Some(w) = old {
-            self.classes.release(w.class());
+        if let Some(n) = release {
+            self.classes.release(n);
         }
         old_route
     }
@@ -166,14 +205,14 @@ impl Table {
         if let Some(w) = self.wanted.get_mut(&r.prefix) {
             w.set_in_kernel(false);
         }
-        self.others.insert(r.prefix, r);
+        self.put_other(r);
     }
 
     /// The kernel now has the wanted route of `p`.
     pub(crate) fn kernel_put_as_wanted(&mut self, p: IpNet) {
         if let Some(w) = self.wanted.get_mut(&p) {
             w.set_in_kernel(true);
-            self.others.remove(&p);
+            self.remove_other(&p);
         }
     }
 
@@ -182,7 +221,7 @@ impl Table {
         if let Some(w) = self.wanted.get_mut(p) {
             w.set_in_kernel(false);
         }
-        self.others.remove(p);
+        self.remove_other(p);
     }
 
     /// Packs the wanted routes' maps if enough prefixes came or went since the last
@@ -193,14 +232,21 @@ impl Table {
 
     /// Keeps only the kernel routes for which `keep` holds.
     pub(crate) fn kernel_retain(&mut self, mut keep: impl FnMut(&IpNet, &Route) -> bool) {
-        let classes = &self.classes;
-        for (p, w) in self.wanted.in_kernel_mut() {
+        let classes = &mut self.classes;
+        for (p, w) in self.wanted.iter_mut().filter(|(_, w)| w.in_kernel()) {
             let kept = classes
                 .get(w.class())
                 .is_some_and(|c| keep(&p, &c.route(p)));
             w.set_in_kernel(kept);
         }
-        self.others.retain(|p, r| keep(p, r));
+        let mut gone = Vec::new();
+        self.others.retain(
+            |p, n| classes.get(n).is_some_and(|c| keep(&p, &c.route(p))),
+            |n| gone.push(n),
+        );
+        for n in gone {
+            classes.release(n);
+        }
     }
 
     /// How many distinct route classes are held (for tests).
@@ -324,6 +370,46 @@ mod tests {
             }
         }
         assert!(quick_answers >= 4);
+    }
+
+    /// Kernel routes waiting to be deleted are class numbers too: the routes of one
+    /// next hop share one class however many wait, each keeps it until the kernel
+    /// lets the route go, and the last one lets the class go.
+    #[test]
+    fn routes_waiting_to_be_deleted_share_their_class_until_they_go() {
+        let rs: Vec<Route> = (0..50)
+            .map(|i| route(&format!("198.18.2.{i}/32"), "203.0.113.1"))
+            .collect();
+        let mut t = Table::from_kernel(rs[..10].to_vec());
+        assert_eq!((t.kernel_len(), t.others.len(), t.kinds()), (10, 10, 1));
+        for r in &rs {
+            t.set_want(r.prefix, Some(r.clone()));
+        }
+        assert!(
+            t.others.is_empty(),
+            "the routes found at start are the wanted ones"
+        );
+        assert!(rs[..10].iter().all(|r| t.installed_as_wanted(&r.prefix)));
+        for r in &rs[10..] {
+            t.kernel_put(r.clone());
+        }
+        // The peer's table goes: every route waits in the kernel to be deleted.
+        for r in &rs {
+            t.set_want(r.prefix, None);
+        }
+        assert_eq!((t.others.len(), t.kinds()), (50, 1));
+        assert_eq!(t.kernel(&rs[7].prefix), Some(rs[7].clone()));
+        assert!(t.kernel_routes().eq(rs.iter().cloned()));
+        assert_eq!(t.quick_share(&rs[7].prefix), None, "compare the routes");
+        // Another route replaces one in the kernel, then is dropped by a re-read.
+        t.kernel_put(route("198.18.2.0/32", "203.0.113.2"));
+        assert_eq!((t.others.len(), t.kinds()), (50, 2));
+        t.kernel_retain(|_, r| r.kind == rs[0].kind);
+        assert_eq!((t.others.len(), t.kinds()), (49, 1));
+        for r in &rs[1..] {
+            t.kernel_remove(&r.prefix);
+        }
+        assert_eq!((t.kernel_len(), t.kinds()), (0, 0));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The wanted routes of the FIB task's [`super::table::Table`], four bytes each beside
-//! their prefix.
+//! their prefix; the kernel routes that differ from them are kept the same way
+//! ([`ByPrefix`], a class number each).
 //!
 //! What a route is besides its prefix (next hops, metric, table) is the same for
 //! nearly every route of one peer, so it is kept once as a numbered [`Class`], and a
 //! wanted route is its class number with one bit for "the kernel has exactly this".
 //! IPv4 and IPv6 prefixes live in two maps, keyed by 5 and 17 bytes (an integer
-//! [`Key`] made from `Ipv4Net` and `Ipv6Net`) instead of `IpNet` (18 for both). With the interned kind `Arc`, a metric and a
-//! table beside every `IpNet` key, the map was about 80 bytes per route at 100,000
-//! routes, more than the RIB's whole entry; now about 20 for IPv4 (docs/benchmarks.md).
+//! [`Key`] made from `Ipv4Net` and `Ipv6Net`) instead of `IpNet` (18 for both). With
+//! the interned kind `Arc`, a metric and a table beside every `IpNet` key, the map
+//! was about 80 bytes per route at 100,000 routes, more than the RIB's whole entry;
+//! now about 20 for IPv4 (docs/benchmarks.md).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -181,39 +183,56 @@ impl Key<u128> {
     }
 }
 
-/// Wanted routes by prefix, IPv4 before IPv6 (the order of `IpNet`).
-#[derive(Debug, Default)]
-pub(super) struct Wanted {
-    v4: BTreeMap<Key<u32>, Want>,
-    v6: BTreeMap<Key<u128>, Want>,
+/// Small values by prefix, IPv4 before IPv6 (the order of `IpNet`): the wanted
+/// routes ([`Wanted`]) and the class numbers of kernel routes other than the wanted
+/// ones (`super::table::Table`'s second map).
+#[derive(Debug)]
+pub(super) struct ByPrefix<V> {
+    v4: BTreeMap<Key<u32>, V>,
+    v6: BTreeMap<Key<u128>, V>,
     /// Prefixes added or removed since the maps were last packed.
     unpacked: usize,
 }
 
-impl Wanted {
-    pub(super) fn get(&self, p: &IpNet) -> Option<Want> {
+/// Wanted routes by prefix.
+pub(super) type Wanted = ByPrefix<Want>;
+
+impl<V> Default for ByPrefix<V> {
+    fn default() -> Self {
+        ByPrefix {
+            v4: BTreeMap::new(),
+            v6: BTreeMap::new(),
+            unpacked: 0,
+        }
+    }
+}
+
+impl<V: Copy> ByPrefix<V> {
+    pub(super) fn get(&self, p: &IpNet) -> Option<V> {
         match p {
             IpNet::V4(p) => self.v4.get(&Key::from(*p)).copied(),
             IpNet::V6(p) => self.v6.get(&Key::from(*p)).copied(),
         }
     }
 
-    pub(super) fn get_mut(&mut self, p: &IpNet) -> Option<&mut Want> {
+    pub(super) fn get_mut(&mut self, p: &IpNet) -> Option<&mut V> {
         match p {
             IpNet::V4(p) => self.v4.get_mut(&Key::from(*p)),
             IpNet::V6(p) => self.v6.get_mut(&Key::from(*p)),
         }
     }
 
-    pub(super) fn insert(&mut self, p: IpNet, w: Want) {
+    /// Sets `p`'s value; returns the one it replaced.
+    pub(super) fn insert(&mut self, p: IpNet, v: V) -> Option<V> {
         let old = match p {
-            IpNet::V4(p) => self.v4.insert(Key::from(p), w),
-            IpNet::V6(p) => self.v6.insert(Key::from(p), w),
+            IpNet::V4(p) => self.v4.insert(Key::from(p), v),
+            IpNet::V6(p) => self.v6.insert(Key::from(p), v),
         };
         self.unpacked += usize::from(old.is_none());
+        old
     }
 
-    pub(super) fn remove(&mut self, p: &IpNet) -> Option<Want> {
+    pub(super) fn remove(&mut self, p: &IpNet) -> Option<V> {
         let old = match p {
             IpNet::V4(p) => self.v4.remove(&Key::from(*p)),
             IpNet::V6(p) => self.v6.remove(&Key::from(*p)),
@@ -222,31 +241,59 @@ impl Wanted {
         old
     }
 
+    pub(super) fn len(&self) -> usize {
+        self.v4.len() + self.v6.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.v4.is_empty() && self.v6.is_empty()
+    }
+
     /// Rebuilds the maps with full nodes ([`tern_pack`]) once enough prefixes came or
     /// went: routes that arrive in prefix order leave each node about half full, 21
     /// bytes per IPv4 route at 100,000 against 11 packed. Enough: a quarter of the
     /// routes, so a table arriving in many pieces is packed a few times, not once per
     /// piece (each pack moves every route).
     pub(super) fn pack_if_due(&mut self) {
-        let len = self.v4.len() + self.v6.len();
-        if self.unpacked >= PACK_AFTER && self.unpacked * 4 >= len {
+        if self.unpacked >= PACK_AFTER && self.unpacked * 4 >= self.len() {
             tern_pack::pack(&mut self.v4);
             tern_pack::pack(&mut self.v6);
             self.unpacked = 0;
         }
     }
 
-    /// Every wanted route, in prefix order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = (IpNet, Want)> + '_ {
-        let v4 = self.v4.iter().map(|(p, w)| (p.net(), *w));
-        v4.chain(self.v6.iter().map(|(p, w)| (p.net(), *w)))
+    /// Every entry, in prefix order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (IpNet, V)> + '_ {
+        let v4 = self.v4.iter().map(|(p, v)| (p.net(), *v));
+        v4.chain(self.v6.iter().map(|(p, v)| (p.net(), *v)))
     }
 
-    /// Every wanted route the kernel has as it is, to be marked.
-    pub(super) fn in_kernel_mut(&mut self) -> impl Iterator<Item = (IpNet, &mut Want)> + '_ {
-        let v4 = self.v4.iter_mut().map(|(p, w)| (p.net(), w));
-        let v6 = self.v6.iter_mut().map(|(p, w)| (p.net(), w));
-        v4.chain(v6).filter(|(_, w)| w.in_kernel())
+    /// Every entry, in prefix order, to be changed.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (IpNet, &mut V)> + '_ {
+        let v4 = self.v4.iter_mut().map(|(p, v)| (p.net(), v));
+        v4.chain(self.v6.iter_mut().map(|(p, v)| (p.net(), v)))
+    }
+
+    /// Keeps the entries for which `keep` holds; `gone` sees each value dropped.
+    pub(super) fn retain(
+        &mut self,
+        mut keep: impl FnMut(IpNet, V) -> bool,
+        mut gone: impl FnMut(V),
+    ) {
+        let before = self.len();
+        self.v4.retain(|p, v| {
+            keep(p.net(), *v) || {
+                gone(*v);
+                false
+            }
+        });
+        self.v6.retain(|p, v| {
+            keep(p.net(), *v) || {
+                gone(*v);
+                false
+            }
+        });
+        self.unpacked += before - self.len();
     }
 }
 
