@@ -546,6 +546,10 @@ fn withdraw(
     }
     if !table.pids.is_empty() {
         m.insert("withdraw_cpu_s".into(), s3.cpu_s - s2.cpu_s);
+        // The peak of the whole run: taking a table down can cost more than taking
+        // it in (tern's FIB task once held every route waiting to be deleted whole).
+        let peak = m.get("peak_rss_mb").copied().unwrap_or(0.0);
+        m.insert("peak_rss_mb".into(), peak.max(s3.hwm as f64 / 1e6));
         // What is left once everything is withdrawn and the daemon has settled,
         // against the daemon before the table came: freed memory the daemon or its
         // allocator keeps. Taken at once, it caught daemons still freeing.
